@@ -1,0 +1,37 @@
+// npm test: runs every test/**/*.test.ts with node's test runner. As root the
+// whole run happens inside a private mount namespace (unshare --mount
+// --propagation private) so real mounts made by tests never reach the host.
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
+
+function findTests(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) return findTests(p);
+    return e.name.endsWith('.test.ts') ? [p] : [];
+  });
+}
+
+const filter = process.argv.slice(2);
+const files = findTests('test')
+  .map((f) => relative('.', f))
+  .filter((f) => filter.length === 0 || filter.some((x) => f.includes(x)))
+  .sort();
+
+const nodeArgs = ['--test', '--test-reporter=spec', '--test-concurrency=2', ...files];
+const isRoot = process.getuid?.() === 0;
+const canUnshare =
+  isRoot && spawnSync('unshare', ['--mount', '--propagation', 'private', 'true']).status === 0;
+
+const [cmd, args] = canUnshare
+  ? ['unshare', ['--mount', '--propagation', 'private', '--', process.execPath, ...nodeArgs]]
+  : [process.execPath, nodeArgs];
+if (!canUnshare) {
+  console.log(
+    `# mount tests will skip: ${isRoot ? 'unshare --mount is not available' : 'not running as root'}`,
+  );
+}
+const env = { ...process.env, PODVOL_MOUNTNS: canUnshare ? '1' : '0' };
+const result = spawnSync(cmd, args, { stdio: 'inherit', env });
+process.exit(result.status ?? 1);

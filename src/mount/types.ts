@@ -1,0 +1,66 @@
+// The mount layer's contract, modelled on kubernetes/mount-utils `Interface`.
+// Everything above src/mount talks to this interface only, so tests of the
+// upper layers can use the fake mounter and real runs use the Linux one.
+
+/** One line of /proc/self/mountinfo, unescaped. */
+export interface MountInfo {
+  id: number;
+  parentId: number;
+  major: number;
+  minor: number;
+  /** Root of the mount within the filesystem (field 4). */
+  root: string;
+  /** Mount point relative to the process root (field 5). */
+  mountPoint: string;
+  /** Per-mount options (field 6), split on ','. */
+  mountOptions: string[];
+  /** Optional fields such as `shared:1`, `master:2` (fields 7..n before '-'). */
+  optionalFields: string[];
+  fsType: string;
+  source: string;
+  /** Per-superblock options, split on ','. */
+  superOptions: string[];
+}
+
+/** How an unmount ended; callers log it and may surface it in status. */
+export type UnmountOutcome = 'unmounted' | 'not-mounted' | 'forced' | 'lazy';
+
+export interface MountCallOptions {
+  /** Options whose values must never appear in logs or errors (passwords, tokens). */
+  sensitiveOptions?: string[];
+  /** Never wrap in `systemd-run --scope` (kubelet does this for tmpfs, hugetlbfs, subpaths). */
+  withoutSystemd?: boolean;
+  /** Extra flags placed before -t/-o, e.g. `--no-canonicalize`. */
+  mountFlags?: string[];
+}
+
+export interface Mounter {
+  /**
+   * mount [-t fstype] [-o options] [source] target. A "bind" in options is done
+   * in two steps (bind, then bind,remount,<flags>) so ro/nosuid/nodev/noexec apply.
+   */
+  mount(
+    source: string,
+    target: string,
+    fstype: string,
+    options: string[],
+    call?: MountCallOptions,
+  ): Promise<void>;
+  /** umount target; unmounting something not mounted is success ('not-mounted'). */
+  unmount(target: string): Promise<UnmountOutcome>;
+  /** umount with a deadline; on timeout retried as `umount -f`, then `umount -l`. */
+  unmountWithForce(target: string, timeoutMs: number): Promise<UnmountOutcome>;
+  /** Cheap check by device numbers; false means "probably a mount point". ENOENT throws. */
+  isLikelyNotMountPoint(path: string): Promise<boolean>;
+  /** Exact check against mountinfo. */
+  isMountPoint(path: string): Promise<boolean>;
+  /** The current mount table (from /proc/self/mountinfo for the real mounter). */
+  list(): Promise<MountInfo[]>;
+  /** Other mount points of the same filesystem root as `path` (bind mounts of it). */
+  getMountRefs(path: string): Promise<string[]>;
+  /**
+   * Unmount `path` if it is mounted (or corrupted), then remove the directory.
+   * `extensive` uses isMountPoint instead of isLikelyNotMountPoint.
+   */
+  cleanupMountPoint(path: string, extensive: boolean): Promise<void>;
+}

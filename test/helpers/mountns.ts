@@ -1,0 +1,34 @@
+// Tests that really mount run only inside the private mount namespace that
+// scripts/test.ts sets up (PODVOL_MOUNTNS=1), so nothing leaks into the host's
+// mount table. Outside it they skip with a reason; under CI=true that is a failure.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type TestContext, test } from 'node:test';
+
+export const inMountNamespace = process.env.PODVOL_MOUNTNS === '1';
+
+function skipReason(): string | undefined {
+  if (inMountNamespace) return undefined;
+  if (process.getuid?.() !== 0) return 'needs root to mount (run npm test as root)';
+  return 'not inside a private mount namespace (run through npm test)';
+}
+
+/** A test that mounts for real. */
+export function mountTest(name: string, fn: (t: TestContext) => Promise<void>): void {
+  const reason = skipReason();
+  if (reason && process.env.CI === 'true') {
+    test(name, () => {
+      throw new Error(`mount test cannot be skipped under CI=true: ${reason}`);
+    });
+    return;
+  }
+  test(name, { skip: reason ?? false }, fn);
+}
+
+/** A fresh directory removed after the test (unless it is still a mount point, which rm refuses to cross). */
+export async function tempDir(t: TestContext, prefix = 'podvol-test-'): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  t.after(() => rm(dir, { recursive: true, force: true }).catch(() => {}));
+  return dir;
+}
