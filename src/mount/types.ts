@@ -20,6 +20,12 @@ export interface MountInfo {
   source: string;
   /** Per-superblock options, split on ','. */
   superOptions: string[];
+  /**
+   * The kernel printed the mount point with a `\040(deleted)` suffix (the mount's
+   * root dentry was unlinked, e.g. a bind-mounted file whose source was removed).
+   * `mountPoint` then holds the path without the suffix. Absent means false.
+   */
+  deleted?: boolean;
 }
 
 /** How an unmount ended; callers log it and may surface it in status. */

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Packaging checks with real tools, run by .ci/run after the tests:
+#   bash .ci/checks.sh
+# Installs what it needs from Debian and the npm registry (tools go to the
+# throwaway prefix .ci/.tools, never into package.json), then checks:
+# the Dockerfile, the Kubernetes manifests against the API schemas, the
+# alerting rules and the Prometheus config, the dashboard's queries, the
+# systemd unit, and a live scrape of a running podvol.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo=$PWD
+node="$repo/node_modules/.bin/node"
+tools="$repo/.ci/.tools"
+npm_tools=(kubernetes-models@5.1.0 @kubernetes-models/prometheus-operator@6.0.0 dockerfile-utils@0.16.3)
+work=$(mktemp -d)
+podvol_pid=
+failures=()
+
+cleanup() {
+  if [[ -n $podvol_pid ]] && kill -0 "$podvol_pid" 2>/dev/null; then kill -KILL "$podvol_pid" || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+log() { printf '\n== %s\n' "$*"; }
+
+install_tools() {
+  local missing=()
+  command -v promtool >/dev/null || missing+=(prometheus)
+  command -v systemd-analyze >/dev/null || missing+=(systemd)
+  command -v shellcheck >/dev/null || missing+=(shellcheck)
+  command -v curl >/dev/null || missing+=(curl)
+  command -v unshare >/dev/null || missing+=(util-linux)
+  if ((${#missing[@]} > 0)); then
+    log "apt-get install ${missing[*]}"
+    apt-get update -qq
+    # policy-rc.d-style guard: the prometheus package must not start a server here.
+    DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  local stamp="$tools/.installed"
+  if [[ ! -f $stamp || $(cat "$stamp") != "${npm_tools[*]}" ]]; then
+    log "npm install --prefix .ci/.tools ${npm_tools[*]}"
+    rm -rf "$tools"
+    mkdir -p "$tools"
+    npm install --prefix "$tools" --no-save --no-audit --no-fund --loglevel=error "${npm_tools[@]}" >/dev/null
+    printf '%s' "${npm_tools[*]}" >"$stamp"
+  fi
+}
+
+check_shell() {
+  shellcheck .ci/checks.sh
+}
+
+check_dockerfile() {
+  # A syntax and instruction linter for Dockerfiles (hadolint is in neither
+  # Debian 12 nor the npm registry); test/deploy/dockerfile.test.ts pins
+  # podvol's own conventions. Any diagnostic, warning or error, fails.
+  local out
+  out=$("$node" "$tools/node_modules/dockerfile-utils/bin/dockerfile-utils" lint --json Dockerfile) || true
+  if [[ $out != "[]" ]]; then
+    echo "dockerfile-utils lint Dockerfile: $out"
+    return 1
+  fi
+  echo "Dockerfile: no diagnostics"
+}
+
+check_manifests() {
+  "$node" test/deploy/tools/validate-manifests.ts "$tools" \
+    deploy/daemonset.yaml deploy/prometheus/servicemonitor.yaml deploy/prometheus/prometheusrule.yaml
+}
+
+check_rules() {
+  promtool check rules deploy/prometheus/alerts.yaml
+  promtool test rules deploy/prometheus/alerts.test.yaml
+  promtool check config deploy/prometheus/prometheus.yml
+}
+
+check_dashboard() {
+  # Every panel query, with Grafana's variables filled in, must parse as
+  # PromQL. (Metric names are held to metrics.json by test/deploy.)
+  "$node" test/deploy/tools/dashboard-rules.ts >"$work/dashboard-rules.yaml"
+  promtool check rules "$work/dashboard-rules.yaml"
+}
+
+check_systemd() {
+  # verify insists that ExecStart's binary exists; point it at this
+  # checkout's Node so the check does not depend on the host's /usr/bin/node.
+  mkdir -p "$work/unit"
+  sed "s|^ExecStart=/usr/bin/node |ExecStart=$(readlink -f "$node") |" deploy/systemd/podvol.service \
+    >"$work/unit/podvol.service"
+  local out
+  out=$(systemd-analyze verify --man=no "$work/unit/podvol.service" 2>&1) || {
+    echo "$out"
+    return 1
+  }
+  # verify exits 0 on unknown keys and bad values, it only warns: any output fails.
+  if [[ -n $out ]]; then
+    echo "$out"
+    return 1
+  fi
+  echo "podvol.service: systemd-analyze verify clean"
+}
+
+check_live_scrape() {
+  if [[ ! -f bin/podvol.js ]]; then
+    echo "bin/podvol.js does not exist: cannot start podvol for a live scrape"
+    return 1
+  fi
+  local port=$((20000 + RANDOM % 20000))
+  local url="http://127.0.0.1:$port"
+  mkdir -p "$work/root"
+  # A private mount namespace, so whatever podvol mounts vanishes with it.
+  unshare --mount --propagation private -- \
+    "$node" bin/podvol.js run --pod-manifest-path examples --root-dir "$work/root" \
+    --listen "127.0.0.1:$port" --node-name podvol-ci >"$work/podvol.log" 2>&1 &
+  podvol_pid=$!
+  local ready=
+  for _ in $(seq 1 60); do
+    if curl -fsS -o /dev/null "$url/readyz" 2>/dev/null; then
+      ready=1
+      break
+    fi
+    kill -0 "$podvol_pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  if [[ -z $ready ]]; then
+    echo "podvol did not become ready on $url/readyz within 30 s; its log:"
+    cat "$work/podvol.log"
+    return 1
+  fi
+  curl -fsS "$url/metrics" >"$work/metrics.txt"
+  promtool check metrics <"$work/metrics.txt"
+  "$node" test/deploy/tools/check-exposition.ts <"$work/metrics.txt"
+  # podvol must stop cleanly on SIGTERM (unshare passes it on as the exec'd process).
+  kill -TERM "$podvol_pid"
+  local status=0
+  wait "$podvol_pid" || status=$?
+  podvol_pid=
+  if ((status != 0)); then
+    echo "podvol exited with status $status after SIGTERM; its log:"
+    cat "$work/podvol.log"
+    return 1
+  fi
+  echo "live scrape: promtool check metrics clean; podvol stopped cleanly on SIGTERM"
+}
+
+run() {
+  log "$1"
+  if ! "$1"; then failures+=("$1"); fi
+}
+
+install_tools
+run check_shell
+run check_dockerfile
+run check_manifests
+run check_rules
+run check_dashboard
+run check_systemd
+run check_live_scrape
+
+if ((${#failures[@]} > 0)); then
+  printf '\npackaging checks failed: %s\n' "${failures[*]}"
+  exit 1
+fi
+printf '\npackaging checks passed\n'

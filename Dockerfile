@@ -1,0 +1,44 @@
+# syntax=docker/dockerfile:1
+# podvol node agent image.
+#
+# podvol runs its TypeScript sources directly (Node 24 strips types at load
+# time), so there is no compiled output to carry between stages. The build
+# stage exists to (1) gate the image on a clean type-check with the dev
+# toolchain and (2) produce a node_modules with production dependencies only.
+# The runtime stage copies exactly that: sources, bin/ and pruned modules.
+
+ARG NODE_IMAGE=node:24-bookworm-slim
+
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+ENV NODE_ENV=development
+COPY package.json package-lock.json ./
+# --ignore-scripts: nothing here needs an install script (typescript and biome
+# ship native binaries as optional dependencies), and the "node" dev
+# dependency would only fetch a second Node the base image already has.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json ./
+COPY bin/ bin/
+COPY src/ src/
+RUN npx tsc --noEmit -p tsconfig.json \
+ && npm prune --omit=dev --ignore-scripts --no-audit --no-fund
+
+FROM ${NODE_IMAGE} AS runtime
+# util-linux mount/umount (the "mount" package), not busybox: podvol passes
+# util-linux options such as --no-canonicalize. tini is PID 1 so SIGTERM
+# reaches podvol and the mount helpers it forks are reaped.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends mount tini ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+ENV NODE_ENV=production
+COPY --from=build /app/package.json /app/package-lock.json ./
+COPY --from=build /app/node_modules/ node_modules/
+COPY --from=build /app/bin/ bin/
+COPY --from=build /app/src/ src/
+# Root on purpose: mounting needs CAP_SYS_ADMIN in the host mount namespace;
+# the DaemonSet runs this image privileged.
+USER root
+EXPOSE 10280
+# Exec form, no shell and no npm in between, so signals are not swallowed.
+ENTRYPOINT ["/usr/bin/tini", "--", "node", "bin/podvol.js", "run"]

@@ -1,0 +1,146 @@
+// `podvol run`: wires the pod sources, volume host, plugins, volume manager,
+// HTTP endpoints and signals together. Stopping unmounts nothing.
+import { mkdir } from 'node:fs/promises';
+import type { Server } from 'node:http';
+import { resolve } from 'node:path';
+import type { Logger } from 'pino';
+import { createLinuxMounter } from '../mount/linux.ts';
+import type { Mounter } from '../mount/types.ts';
+import { probeVolumePlugins } from '../plugins/index.ts';
+import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
+import { type ClusterBackend, createVolumeHost } from '../volumehost/host.ts';
+import { createHttpServer } from './http.ts';
+import { createMetrics } from './metrics.ts';
+import { createPodManager } from './pod-manager.ts';
+import { createStaticPodSource } from './pods/static-source.ts';
+import type { PodSource } from './pods/types.ts';
+import { VolumeManager } from './volumemanager/volume-manager.ts';
+
+export interface RunOptions {
+  rootDir: string;
+  nodeName: string;
+  podManifestPath?: string;
+  listen: { host: string; port: number };
+  logger: Logger;
+  version: string;
+  /** Cluster mode: extra pod sources and the API-backed half of the volume host. */
+  cluster?: { sources: PodSource[]; backend: ClusterBackend; stop(): Promise<void> };
+  mounter?: Mounter;
+}
+
+export interface Daemon {
+  volumeManager: VolumeManager;
+  server: Server;
+  /** Stops loops and listeners; waits for running operations; unmounts nothing. */
+  stop(): Promise<void>;
+}
+
+export async function startDaemon(o: RunOptions): Promise<Daemon> {
+  const log = o.logger;
+  const rootDir = resolve(o.rootDir);
+  await mkdir(rootDir, { recursive: true, mode: 0o750 });
+  const mounter = o.mounter ?? createLinuxMounter({ logger: log });
+  const sources: PodSource[] = [...(o.cluster?.sources ?? [])];
+  if (o.podManifestPath) {
+    sources.push(createStaticPodSource({ dir: resolve(o.podManifestPath), nodeName: o.nodeName, logger: log }));
+  }
+  const podManager = createPodManager(sources);
+  const pluginMgr = new VolumePluginMgr();
+  const host = createVolumeHost({
+    rootDir,
+    nodeName: o.nodeName,
+    mounter,
+    pluginMgr,
+    cluster: o.cluster?.backend,
+    logger: log,
+    onAgentError: (err) => err && log.error({ err: err.message }, 'volume host error'),
+  });
+  pluginMgr.initPlugins(probeVolumePlugins(), host);
+
+  let vm: VolumeManager;
+  const metrics = createMetrics({
+    version: o.version,
+    volumeCounts: () => {
+      const counts = new Map<string, { plugin: string; desired: number; actual: number }>();
+      const get = (plugin: string) => counts.get(plugin) ?? counts.set(plugin, { plugin, desired: 0, actual: 0 }).get(plugin)!;
+      for (const d of vm.dsw.volumesToMount()) get(d.pluginName ?? '').desired++;
+      for (const a of vm.asw.all()) if (a.state === 'mounted') get(a.pluginName).actual++;
+      return [...counts.values()];
+    },
+    volumeStates: () => {
+      const counts = new Map<string, { plugin: string; state: string; count: number }>();
+      for (const p of vm.status()) {
+        for (const v of p.volumes) {
+          const k = `${v.plugin}\0${v.state}`;
+          const c = counts.get(k) ?? counts.set(k, { plugin: v.plugin, state: v.state, count: 0 }).get(k)!;
+          c.count++;
+        }
+      }
+      return [...counts.values()];
+    },
+    podSources: () =>
+      sources.map((s) => {
+        const extra = s as PodSource & { lastSyncSeconds?: () => number | undefined; watchRestarts?: () => Record<string, number> };
+        return {
+          source: s.name,
+          pods: s.pods().length,
+          synced: s.hasSynced(),
+          lastSyncSeconds: extra.lastSyncSeconds?.() ?? (s.hasSynced() ? Date.now() / 1000 : undefined),
+          watchRestarts: extra.watchRestarts?.(),
+        };
+      }),
+  });
+  vm = new VolumeManager({
+    rootDir,
+    host,
+    pluginMgr,
+    mounter,
+    logger: log,
+    pods: () => podManager.pods(),
+    sourcesReady: () => podManager.allSourcesReady(),
+    metrics,
+  });
+  for (const s of sources) s.onChange(() => vm.podsChanged());
+
+  const server = createHttpServer({
+    registry: metrics.registry,
+    alive: () => vm.isAlive(),
+    ready: () => {
+      const reasons: string[] = [];
+      for (const s of sources) if (!s.hasSynced()) reasons.push(`pod source ${s.name} has not synced`);
+      if (!vm.isReady()) reasons.push('volume state not reconstructed and populated yet');
+      return { ready: reasons.length === 0, reasons };
+    },
+    status: () => ({
+      node: o.nodeName,
+      pods: vm.status(),
+      errors: podManager.errors(),
+    }),
+  });
+  await new Promise<void>((res, rej) => {
+    server.once('error', rej);
+    server.listen(o.listen.port, o.listen.host, () => {
+      server.off('error', rej);
+      res();
+    });
+  });
+  // Reconstruction happens before any source can make the reconciler unmount.
+  await vm.start();
+  for (const s of sources) await s.start();
+  log.info(
+    { rootDir, node: o.nodeName, listen: `${o.listen.host}:${o.listen.port}`, sources: sources.map((s) => s.name), plugins: pluginMgr.names() },
+    'podvol started',
+  );
+
+  return {
+    volumeManager: vm,
+    server,
+    async stop() {
+      await Promise.all(sources.map((s) => s.stop()));
+      await o.cluster?.stop();
+      await vm.stop();
+      await new Promise<void>((res) => server.close(() => res()));
+      server.closeAllConnections();
+    },
+  };
+}

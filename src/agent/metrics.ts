@@ -1,0 +1,149 @@
+// Prometheus metrics. kubelet's own names, labels and buckets where kubelet has
+// the metric, podvol_* for the rest. One registry per daemon (no globals), and
+// never a label per pod UID or path.
+import type { Registry } from 'prom-client';
+import client from 'prom-client';
+import type { VolumeManagerMetrics } from './volumemanager/volume-manager.ts';
+
+/** kubelet's storage operation buckets (pkg/volume/util/metrics.go). */
+export const storageBuckets = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600];
+
+export interface MetricsSources {
+  version: string;
+  /** Volumes per plugin in the desired and actual states. */
+  volumeCounts(): { plugin: string; desired: number; actual: number }[];
+  /** Volumes per plugin and /status state. */
+  volumeStates(): { plugin: string; state: string; count: number }[];
+  podSources(): { source: string; pods: number; synced: boolean; lastSyncSeconds?: number; watchRestarts?: Record<string, number> }[];
+}
+
+export interface Metrics extends VolumeManagerMetrics {
+  registry: Registry;
+}
+
+export function createMetrics(src: MetricsSources): Metrics {
+  const registry = new client.Registry();
+  client.collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+
+  const opDuration = new client.Histogram({
+    name: 'storage_operation_duration_seconds',
+    help: 'Storage operation duration',
+    labelNames: ['volume_plugin', 'operation_name', 'status', 'migrated'],
+    buckets: storageBuckets,
+    registers,
+  });
+  new client.Gauge({
+    name: 'volume_manager_total_volumes',
+    help: 'Number of volumes in Volume Manager',
+    labelNames: ['plugin_name', 'state'],
+    registers,
+    collect() {
+      this.reset();
+      for (const c of src.volumeCounts()) {
+        this.set({ plugin_name: c.plugin || 'N/A', state: 'desired_state_of_world' }, c.desired);
+        this.set({ plugin_name: c.plugin || 'N/A', state: 'actual_state_of_world' }, c.actual);
+      }
+    },
+  });
+  const reconstructTotal = new client.Counter({
+    name: 'reconstruct_volume_operations_total',
+    help: 'The number of volumes that were attempted to be reconstructed from the operating system during kubelet startup. This includes both successful and failed reconstruction.',
+    registers,
+  });
+  const reconstructErrors = new client.Counter({
+    name: 'reconstruct_volume_operations_errors_total',
+    help: 'The number of volumes that failed reconstruction from the operating system during kubelet startup.',
+    registers,
+  });
+  const reconcileDuration = new client.Histogram({
+    name: 'podvol_reconcile_duration_seconds',
+    help: 'Duration of one reconciler pass',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers,
+  });
+  new client.Gauge({
+    name: 'podvol_pods',
+    help: 'Pods known to podvol, by pod source',
+    labelNames: ['source'],
+    registers,
+    collect() {
+      this.reset();
+      for (const s of src.podSources()) this.set({ source: s.source }, s.pods);
+    },
+  });
+  new client.Gauge({
+    name: 'podvol_volumes',
+    help: 'Volumes by plugin and state as shown in /status',
+    labelNames: ['plugin', 'state'],
+    registers,
+    collect() {
+      this.reset();
+      for (const s of src.volumeStates()) this.set({ plugin: s.plugin || 'N/A', state: s.state }, s.count);
+    },
+  });
+  const opErrors = new client.Counter({
+    name: 'podvol_operation_errors_total',
+    help: 'Failed operations by operation and reason',
+    labelNames: ['operation', 'reason'],
+    registers,
+  });
+  new client.Gauge({
+    name: 'podvol_pod_source_synced',
+    help: '1 once the pod source has listed everything at least once',
+    labelNames: ['source'],
+    registers,
+    collect() {
+      this.reset();
+      for (const s of src.podSources()) this.set({ source: s.source }, s.synced ? 1 : 0);
+    },
+  });
+  new client.Gauge({
+    name: 'podvol_pod_source_last_sync_timestamp_seconds',
+    help: 'Unix time of the last successful list, watch event or bookmark of the pod source',
+    labelNames: ['source'],
+    registers,
+    collect() {
+      this.reset();
+      for (const s of src.podSources()) if (s.lastSyncSeconds !== undefined) this.set({ source: s.source }, s.lastSyncSeconds);
+    },
+  });
+  new client.Counter({
+    name: 'podvol_watch_restarts_total',
+    help: 'Watches restarted after an error, a 410 Gone or a silent stream, by resource',
+    labelNames: ['resource'],
+    registers,
+    collect() {
+      this.reset();
+      for (const s of src.podSources()) {
+        for (const [resource, n] of Object.entries(s.watchRestarts ?? {})) this.inc({ resource }, n);
+      }
+    },
+  });
+  new client.Gauge({
+    name: 'podvol_build_info',
+    help: 'podvol version and the Node.js it runs on',
+    labelNames: ['version', 'node_version'],
+    registers,
+  }).set({ version: src.version, node_version: process.version }, 1);
+
+  return {
+    registry,
+    operation(plugin, operation, ok, seconds) {
+      opDuration.observe(
+        { volume_plugin: plugin, operation_name: operation, status: ok ? 'success' : 'fail-unknown', migrated: 'false' },
+        seconds,
+      );
+    },
+    operationError(operation, reason) {
+      opErrors.inc({ operation, reason });
+    },
+    reconcile(seconds) {
+      reconcileDuration.observe(seconds);
+    },
+    reconstructed(ok) {
+      reconstructTotal.inc();
+      if (!ok) reconstructErrors.inc();
+    },
+  };
+}

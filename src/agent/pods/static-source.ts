@@ -1,0 +1,385 @@
+// --pod-manifest-path: the static pod source. Reads every manifest file in one
+// directory (not recursive) and keeps pods() in step with it: fs.watch events
+// trigger a rescan within debounceMs, and a periodic rescan catches whatever
+// inotify misses (network filesystems, a directory that appears later or is
+// replaced). A rescan only re-parses files whose stat changed.
+//
+// Like kubelet (pkg/kubelet/config/file.go: Glob "[^.]*"), names starting
+// with '.' are ignored, so "write to .name.tmp, then rename" is the atomic way
+// to update a manifest. Beyond kubelet, editor backups ("name~") and Emacs
+// autosaves ("#name#") are ignored too: they would otherwise define the same
+// pod a second time.
+import { type FSWatcher, watch } from 'node:fs';
+import { open, readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { MAX_MANIFEST_BYTES, type ParsedManifest, parseManifestFile } from './manifest.ts';
+import type { PodSource, SourceError } from './types.ts';
+
+export interface StaticPodSourceOptions {
+  /** Directory holding the manifests; may not exist yet. */
+  dir: string;
+  nodeName: string;
+  logger: Logger;
+  /** Delay between a filesystem event and the rescan it triggers (coalesces bursts). Default 100 ms. */
+  debounceMs?: number;
+  /** Safety-net rescan period. Default 1000 ms: a change shows up within a second even without inotify. */
+  resyncMs?: number;
+}
+
+/** Whether a directory entry is skipped rather than read as a manifest. */
+export function isIgnoredManifestName(name: string): boolean {
+  return name.startsWith('.') || name.endsWith('~') || (name.startsWith('#') && name.endsWith('#'));
+}
+
+interface CachedFile {
+  /** dev:ino:size:mtime:ctime of the content that was parsed. */
+  key: string;
+  result: ParsedManifest;
+}
+
+type StatLike = { dev: bigint; ino: bigint; size: bigint; mtimeNs: bigint; ctimeNs: bigint };
+
+function statKey(s: StatLike): string {
+  return `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
+}
+
+function errno(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException)?.code;
+}
+
+function errText(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  return e?.code ? `${e.code}: ${e.message}` : String((err as Error)?.message ?? err);
+}
+
+// Reads at most limit+1 bytes so a file growing while we read can not make us
+// buffer more than the cap.
+async function readCapped(path: string, limit: number): Promise<Buffer | 'too-large'> {
+  const fh = await open(path, 'r');
+  try {
+    const buf = Buffer.alloc(limit + 1);
+    let n = 0;
+    while (n < buf.length) {
+      const { bytesRead } = await fh.read(buf, n, buf.length - n, n);
+      if (bytesRead === 0) break;
+      n += bytesRead;
+    }
+    return n > limit ? 'too-large' : buf.subarray(0, n);
+  } finally {
+    await fh.close();
+  }
+}
+
+function errorKey(e: SourceError): string {
+  return JSON.stringify([e.file, e.document, e.reason, e.message]);
+}
+
+export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
+  const { dir, nodeName, logger } = opts;
+  const debounceMs = opts.debounceMs ?? 100;
+  const resyncMs = opts.resyncMs ?? 1000;
+  const log = logger.child({ component: 'static-pods', dir });
+
+  const cache = new Map<string, CachedFile>();
+  const listeners = new Set<() => void>();
+  const warnedEntries = new Set<string>();
+  let snapshot: { pods: V1Pod[]; errors: SourceError[]; fingerprint: string } = {
+    pods: [],
+    errors: [],
+    fingerprint: '',
+  };
+  let synced = false;
+  let stopped = true;
+  let dirMissingLogged = false;
+  let watcher: FSWatcher | undefined;
+  let watchedIno: bigint | undefined;
+  let debounceTimer: NodeJS.Timeout | undefined;
+  let resyncTimer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+  let again = false;
+
+  function closeWatcher(): void {
+    watcher?.close();
+    watcher = undefined;
+    watchedIno = undefined;
+  }
+
+  function ensureWatcher(dirIno: bigint | undefined): void {
+    if (dirIno === undefined) {
+      closeWatcher();
+      return;
+    }
+    // A directory deleted and re-created is a new inode: the old watch is dead.
+    if (watcher && watchedIno === dirIno) return;
+    closeWatcher();
+    try {
+      const w = watch(dir, { persistent: false }, () => schedule(debounceMs));
+      w.on('error', (err) => {
+        log.debug(
+          { err: errText(err) },
+          'manifest directory watch failed; relying on periodic rescan until it is re-established',
+        );
+        if (watcher === w) closeWatcher();
+        schedule(debounceMs);
+      });
+      watcher = w;
+      watchedIno = dirIno;
+    } catch (err) {
+      log.debug({ err: errText(err) }, 'cannot watch manifest directory; relying on periodic rescan');
+    }
+  }
+
+  function schedule(delay: number): void {
+    if (stopped || debounceTimer) return;
+    debounceTimer = setTimeout(() => {
+      debounceTimer = undefined;
+      void rescan();
+    }, delay);
+    debounceTimer.unref();
+  }
+
+  function rescan(): Promise<void> {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      do {
+        again = false;
+        try {
+          await scanOnce();
+        } catch (err) {
+          // scanOnce handles expected failures itself; this is a bug guard so the loop never dies.
+          log.error({ err: errText(err) }, 'unexpected failure while scanning static pod manifests');
+        }
+      } while (again && !stopped);
+    })().finally(() => {
+      running = undefined;
+    });
+    return running;
+  }
+
+  async function readDir(): Promise<{ names: string[]; ino?: bigint } | { error: SourceError }> {
+    try {
+      const st = await stat(dir, { bigint: true });
+      if (!st.isDirectory()) {
+        return {
+          error: {
+            source: 'file',
+            file: dir,
+            reason: 'ReadError',
+            message: 'manifest path is not a directory',
+          },
+        };
+      }
+      const names = (await readdir(dir)).sort();
+      return { names, ino: st.ino };
+    } catch (err) {
+      if (errno(err) === 'ENOENT') return { names: [] };
+      return {
+        error: {
+          source: 'file',
+          file: dir,
+          reason: 'ReadError',
+          message: `cannot read manifest directory: ${errText(err)}`,
+        },
+      };
+    }
+  }
+
+  async function readManifest(name: string): Promise<ParsedManifest | 'skip'> {
+    const path = join(dir, name);
+    const fail = (reason: string, message: string): ParsedManifest => ({
+      pods: [],
+      errors: [{ source: 'file', file: path, reason, message }],
+    });
+    let st: StatLike & { isFile(): boolean; isDirectory(): boolean };
+    try {
+      st = await stat(path, { bigint: true });
+    } catch (err) {
+      if (errno(err) === 'ENOENT') return 'skip'; // removed since readdir, or a dangling symlink
+      return fail('ReadError', `cannot stat manifest: ${errText(err)}`);
+    }
+    if (!st.isFile()) {
+      if (!warnedEntries.has(name)) {
+        warnedEntries.add(name);
+        log.warn(
+          { file: path },
+          st.isDirectory()
+            ? 'not recursing into sub-directory of the manifest path'
+            : 'ignoring manifest path entry that is not a regular file',
+        );
+      }
+      return 'skip';
+    }
+    warnedEntries.delete(name);
+    const key = statKey(st);
+    const cached = cache.get(name);
+    if (cached?.key === key) return cached.result;
+    let result: ParsedManifest;
+    if (st.size > BigInt(MAX_MANIFEST_BYTES)) {
+      result = fail('FileTooLarge', `manifest is ${st.size} bytes, the limit is ${MAX_MANIFEST_BYTES}`);
+    } else {
+      try {
+        const buf = await readCapped(path, MAX_MANIFEST_BYTES);
+        result =
+          buf === 'too-large'
+            ? fail('FileTooLarge', `manifest is larger than the limit of ${MAX_MANIFEST_BYTES} bytes`)
+            : parseManifestFile(buf.toString('utf8'), path, nodeName);
+      } catch (err) {
+        if (errno(err) === 'ENOENT') return 'skip';
+        result = fail('ReadError', `cannot read manifest: ${errText(err)}`);
+      }
+    }
+    // Changed while we read it (a writer mid-way)? Use what we have and look again soon.
+    const after = await stat(path, { bigint: true }).catch(() => undefined);
+    if (!after || statKey(after) !== key) schedule(debounceMs);
+    else cache.set(name, { key, result });
+    return result;
+  }
+
+  async function scanOnce(): Promise<void> {
+    const listing = await readDir();
+    if ('error' in listing) {
+      // Keep the last known pods: an unreadable directory says nothing about them.
+      ensureWatcher(undefined);
+      publish(snapshot.pods, [listing.error]);
+      return;
+    }
+    if (listing.ino === undefined) {
+      if (!dirMissingLogged) log.warn('manifest directory does not exist yet; waiting for it to appear');
+      dirMissingLogged = true;
+    } else {
+      dirMissingLogged = false;
+    }
+    ensureWatcher(listing.ino);
+
+    const names = listing.names.filter((n) => !isIgnoredManifestName(n));
+    for (const name of cache.keys()) if (!names.includes(name)) cache.delete(name);
+    const pods: V1Pod[] = [];
+    const errors: SourceError[] = [];
+    const byUID = new Map<string, string>();
+    const byName = new Map<string, string>();
+    for (const name of names) {
+      const result = await readManifest(name);
+      if (stopped) return;
+      if (result === 'skip') continue;
+      errors.push(...result.errors);
+      const file = join(dir, name);
+      for (const pod of result.pods) {
+        const uid = pod.metadata?.uid ?? '';
+        const ns = pod.metadata?.namespace ?? '';
+        const podName = pod.metadata?.name ?? '';
+        const where = { source: 'file', file, namespace: ns, name: podName };
+        const uidOwner = byUID.get(uid);
+        const nameOwner = byName.get(`${ns}/${podName}`);
+        if (uidOwner !== undefined) {
+          errors.push({
+            ...where,
+            reason: 'DuplicateUID',
+            message: `pod UID ${uid} is already defined in ${uidOwner}`,
+          });
+        } else if (nameOwner !== undefined) {
+          errors.push({
+            ...where,
+            reason: 'DuplicatePod',
+            message: `pod ${ns}/${podName} is already defined in ${nameOwner}`,
+          });
+        } else {
+          byUID.set(uid, file);
+          byName.set(`${ns}/${podName}`, file);
+          pods.push(pod);
+        }
+      }
+    }
+    publish(pods, errors);
+    synced = true;
+  }
+
+  function publish(pods: V1Pod[], errors: SourceError[]): void {
+    const fingerprint = JSON.stringify([pods, errors]);
+    if (fingerprint === snapshot.fingerprint) return;
+    logDiff(snapshot, { pods, errors });
+    snapshot = { pods, errors, fingerprint };
+    for (const l of [...listeners]) {
+      try {
+        l();
+      } catch (err) {
+        log.error({ err: errText(err) }, 'static pod source listener threw');
+      }
+    }
+  }
+
+  // Log what changed, once: file, pod and reason, never document content.
+  function logDiff(
+    prev: { pods: V1Pod[]; errors: SourceError[] },
+    next: { pods: V1Pod[]; errors: SourceError[] },
+  ): void {
+    const before = new Map(prev.pods.map((p) => [p.metadata?.uid, JSON.stringify(p)]));
+    const after = new Set(next.pods.map((p) => p.metadata?.uid));
+    for (const p of next.pods) {
+      const m = p.metadata;
+      const fields = { uid: m?.uid, pod: `${m?.namespace}/${m?.name}` };
+      const old = before.get(m?.uid);
+      if (old === undefined) log.info(fields, 'static pod added');
+      else if (old !== JSON.stringify(p)) log.info(fields, 'static pod changed');
+    }
+    for (const p of prev.pods) {
+      if (!after.has(p.metadata?.uid)) {
+        log.info(
+          { uid: p.metadata?.uid, pod: `${p.metadata?.namespace}/${p.metadata?.name}` },
+          'static pod removed',
+        );
+      }
+    }
+    const oldErrors = new Set(prev.errors.map(errorKey));
+    const newErrors = new Set(next.errors.map(errorKey));
+    for (const e of next.errors) {
+      if (oldErrors.has(errorKey(e))) continue;
+      const pod = e.name !== undefined ? `${e.namespace ?? 'default'}/${e.name}` : undefined;
+      log.error(
+        { file: e.file, document: e.document, pod, reason: e.reason },
+        `static pod manifest rejected: ${e.message}`,
+      );
+    }
+    for (const e of prev.errors) {
+      if (!newErrors.has(errorKey(e)))
+        log.info(
+          { file: e.file, document: e.document, reason: e.reason },
+          'static pod manifest error resolved',
+        );
+    }
+  }
+
+  return {
+    name: 'file',
+    async start() {
+      if (!stopped) return;
+      stopped = false;
+      await rescan();
+      if (stopped) return;
+      resyncTimer = setInterval(() => schedule(0), resyncMs);
+      resyncTimer.unref();
+    },
+    async stop() {
+      stopped = true;
+      clearTimeout(debounceTimer);
+      debounceTimer = undefined;
+      clearInterval(resyncTimer);
+      resyncTimer = undefined;
+      closeWatcher();
+      await running;
+    },
+    hasSynced: () => synced,
+    pods: () => [...snapshot.pods],
+    errors: () => [...snapshot.errors],
+    onChange(listener) {
+      listeners.add(listener);
+      return () => {
+        listeners.delete(listener);
+      };
+    },
+  };
+}

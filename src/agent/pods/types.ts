@@ -1,0 +1,38 @@
+// The contract between where pods come from (static manifests, the API
+// server) and the volume manager that acts on them. Kept small on purpose:
+// every source implements exactly this and nothing else leaks out.
+import type { V1Pod } from '@kubernetes/client-node';
+
+/** One input that could not be turned into a pod, e.g. an invalid manifest document. */
+export interface SourceError {
+  /** The PodSource name that produced it ('file', 'api'). */
+  source: string;
+  /** Manifest file the document came from (file source only). */
+  file?: string;
+  /** 1-based position of the document within its file (file source only). */
+  document?: number;
+  namespace?: string;
+  name?: string;
+  /** Stable CamelCase reason, e.g. ParseError, NotAPod, InvalidPod, DuplicateUID. */
+  reason: string;
+  message: string;
+}
+
+export interface PodSource {
+  /** 'file' | 'api' */
+  readonly name: string;
+  /** Begins watching; never throws on bad input. */
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** True once a full first read/list succeeded. */
+  hasSynced(): boolean;
+  /**
+   * Current snapshot, defaulted, unique by metadata.uid. The objects are
+   * shared with the source: treat them as read-only.
+   */
+  pods(): V1Pod[];
+  /** Current invalid inputs. */
+  errors(): SourceError[];
+  /** Called after any change of pods() or errors(); returns an unsubscribe function. */
+  onChange(listener: () => void): () => void;
+}

@@ -1,0 +1,55 @@
+// What is really set up, updated only by operation results and by
+// reconstruction, never by the populator (kubelet's ActualStateOfWorld).
+import type { Spec } from '../../plugins/types.ts';
+
+export type MountState = 'mounted' | 'uncertain';
+
+export interface MountedVolume {
+  /** `<podUID>/<volumeName>`: the operation key too. */
+  key: string;
+  podUID: string;
+  podNamespace: string;
+  podName: string;
+  volumeName: string;
+  pluginName: string;
+  spec: Spec;
+  path: string;
+  state: MountState;
+  remountRequired: boolean;
+  /** False when the spec is a skeleton rebuilt without podvol's record (cannot be compared). */
+  specExact: boolean;
+  /** Found on disk at start-up rather than mounted by this process. */
+  reconstructed: boolean;
+}
+
+export class ActualStateOfWorld {
+  readonly #volumes = new Map<string, MountedVolume>();
+
+  get(key: string): MountedVolume | undefined {
+    return this.#volumes.get(key);
+  }
+
+  all(): MountedVolume[] {
+    return [...this.#volumes.values()];
+  }
+
+  set(v: MountedVolume): void {
+    this.#volumes.set(v.key, v);
+  }
+
+  delete(key: string): void {
+    this.#volumes.delete(key);
+  }
+
+  hasPod(podUID: string): boolean {
+    for (const v of this.#volumes.values()) if (v.podUID === podUID) return true;
+    return false;
+  }
+
+  /** kubelet's MarkRemountRequired: only plugins that ask for it are refreshed. */
+  markRemountRequired(podUID: string, requiresRemount: (v: MountedVolume) => boolean): void {
+    for (const v of this.#volumes.values()) {
+      if (v.podUID === podUID && requiresRemount(v)) v.remountRequired = true;
+    }
+  }
+}

@@ -1,0 +1,105 @@
+// Pods × the volumes their containers use (kubelet's DesiredStateOfWorld plus
+// the populator that fills it). A volume that cannot be set up (invalid spec,
+// no plugin) stays in the desired state with its problem, so /status shows why.
+import type { V1Pod } from '@kubernetes/client-node';
+import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
+import { reasonOf, type Spec } from '../../plugins/types.ts';
+import type { VolumeHost } from '../../volumehost/types.ts';
+import { usedVolumeNames, validatePodVolumes } from '../pods/validate.ts';
+
+export interface Problem {
+  reason: string;
+  message: string;
+}
+
+export interface VolumeToMount {
+  key: string;
+  podUID: string;
+  volumeName: string;
+  pluginName?: string;
+  spec?: Spec;
+  path?: string;
+  requiresRemount: boolean;
+  problem?: Problem;
+}
+
+export interface DesiredPod {
+  uid: string;
+  pod: V1Pod;
+  volumes: Map<string, VolumeToMount>;
+  /** Changes when something a remount-requiring plugin renders (labels, annotations) changes. */
+  fingerprint: string;
+}
+
+export const volumeKey = (podUID: string, volumeName: string) => `${podUID}/${volumeName}`;
+
+const fingerprintOf = (pod: V1Pod) =>
+  JSON.stringify([pod.metadata?.labels ?? {}, pod.metadata?.annotations ?? {}, pod.status?.podIP ?? '']);
+
+function volumesOf(pod: V1Pod, pluginMgr: VolumePluginMgr, host: VolumeHost): Map<string, VolumeToMount> {
+  const uid = pod.metadata?.uid ?? '';
+  const problems = validatePodVolumes(pod);
+  const used = usedVolumeNames(pod);
+  const out = new Map<string, VolumeToMount>();
+  const add = (name: string, v: Omit<VolumeToMount, 'key' | 'podUID' | 'volumeName'>) =>
+    out.set(name, { key: volumeKey(uid, name), podUID: uid, volumeName: name, ...v });
+
+  for (const [name, problem] of problems) add(name, { requiresRemount: false, problem });
+  for (const volume of pod.spec?.volumes ?? []) {
+    const name = volume?.name;
+    if (typeof name !== 'string' || out.has(name) || !used.has(name)) continue;
+    const spec: Spec = { volume, readOnly: false };
+    try {
+      const plugin = pluginMgr.findPluginBySpec(spec);
+      const path = plugin.newMounter(spec, pod).getPath();
+      add(name, { pluginName: plugin.name, spec, path, requiresRemount: plugin.requiresRemount(spec) });
+    } catch (err) {
+      add(name, { requiresRemount: false, problem: { reason: reasonOf(err, 'UnknownVolumeSource'), message: (err as Error).message } });
+    }
+  }
+  void host;
+  return out;
+}
+
+export class DesiredStateOfWorld {
+  readonly #pods = new Map<string, DesiredPod>();
+
+  /**
+   * Replaces the desired pods. Returns the UIDs of pods kept whose rendered
+   * content changed, so the caller can mark their volumes for remount.
+   */
+  replace(pods: V1Pod[], pluginMgr: VolumePluginMgr, host: VolumeHost): string[] {
+    const changed: string[] = [];
+    const seen = new Set<string>();
+    for (const pod of pods) {
+      const uid = pod.metadata?.uid;
+      if (!uid) continue;
+      seen.add(uid);
+      const prev = this.#pods.get(uid);
+      const fingerprint = fingerprintOf(pod);
+      if (prev && prev.pod === pod) continue;
+      if (prev && prev.fingerprint !== fingerprint) changed.push(uid);
+      this.#pods.set(uid, { uid, pod, fingerprint, volumes: volumesOf(pod, pluginMgr, host) });
+    }
+    for (const uid of this.#pods.keys()) if (!seen.has(uid)) this.#pods.delete(uid);
+    return changed;
+  }
+
+  pods(): DesiredPod[] {
+    return [...this.#pods.values()];
+  }
+
+  pod(uid: string): DesiredPod | undefined {
+    return this.#pods.get(uid);
+  }
+
+  volume(key: string): VolumeToMount | undefined {
+    const uid = key.slice(0, key.indexOf('/'));
+    return this.#pods.get(uid)?.volumes.get(key.slice(uid.length + 1));
+  }
+
+  volumesToMount(): VolumeToMount[] {
+    return this.pods().flatMap((p) => [...p.volumes.values()].filter((v) => !v.problem));
+  }
+}
+

@@ -1,0 +1,49 @@
+// podvol's per-volume record on disk: what reconstruction after a restart
+// needs and the directory layout alone cannot tell (the full volume spec,
+// the pod's namespace and name). Kept beside the volumes, under the pod dir,
+// so removing the pod directory removes it too.
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { V1Volume } from '@kubernetes/client-node';
+import { escapeQualifiedName, podVolumeRecordsDir } from '../../volumehost/paths.ts';
+
+export interface VolumeRecord {
+  version: 1;
+  podUID: string;
+  podNamespace: string;
+  podName: string;
+  volumeName: string;
+  pluginName: string;
+  /** The pod's volume entry; it names secrets and configMaps but holds no data. */
+  volume: V1Volume;
+  readOnly: boolean;
+}
+
+const recordPath = (root: string, podUID: string, pluginName: string, volumeName: string) =>
+  join(podVolumeRecordsDir(root, podUID), escapeQualifiedName(pluginName), `${volumeName}.json`);
+
+export async function writeRecord(root: string, r: VolumeRecord): Promise<void> {
+  const path = recordPath(root, r.podUID, r.pluginName, r.volumeName);
+  await mkdir(join(path, '..'), { recursive: true, mode: 0o750 });
+  const tmp = `${path}.tmp`;
+  await writeFile(tmp, JSON.stringify(r), { mode: 0o600 });
+  await rename(tmp, path);
+}
+
+export async function readRecord(
+  root: string,
+  podUID: string,
+  pluginName: string,
+  volumeName: string,
+): Promise<VolumeRecord | undefined> {
+  try {
+    const r = JSON.parse(await readFile(recordPath(root, podUID, pluginName, volumeName), 'utf8')) as VolumeRecord;
+    return r.version === 1 && r.volume?.name === volumeName ? r : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export async function removeRecord(root: string, podUID: string, pluginName: string, volumeName: string): Promise<void> {
+  await rm(recordPath(root, podUID, pluginName, volumeName), { force: true });
+}

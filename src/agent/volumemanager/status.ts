@@ -1,0 +1,92 @@
+// The /status document: every pod podvol knows of, each volume's state and,
+// when it is not ready, the reason. Built from the desired and actual states
+// and the operation executor; never holds secret data.
+import { reasonOf } from '../../plugins/types.ts';
+import type { ActualStateOfWorld } from './actual-state.ts';
+import type { DesiredStateOfWorld } from './desired-state.ts';
+import type { OperationExecutor } from './operation-executor.ts';
+
+export type VolumeState = 'mounted' | 'pending' | 'failed' | 'unmounting';
+
+export interface VolumeStatus {
+  name: string;
+  plugin: string;
+  state: VolumeState;
+  path: string;
+  reason: string;
+  message: string;
+  attempts: number;
+}
+
+export interface PodStatus {
+  namespace: string;
+  name: string;
+  uid: string;
+  volumes: VolumeStatus[];
+  /** Set when the pod's directory could not be cleaned up. */
+  message?: string;
+}
+
+export function buildStatus(
+  dsw: DesiredStateOfWorld,
+  asw: ActualStateOfWorld,
+  executor: OperationExecutor,
+  podErrors: Map<string, string>,
+): PodStatus[] {
+  const out: PodStatus[] = [];
+  for (const p of dsw.pods()) {
+    const volumes: VolumeStatus[] = [];
+    for (const d of p.volumes.values()) {
+      const v = asw.get(d.key);
+      const op = executor.state(d.key);
+      const base = { name: d.volumeName, plugin: d.pluginName ?? '', path: d.path ?? '', attempts: op?.attempts ?? 0 };
+      if (d.problem) {
+        volumes.push({ ...base, state: 'failed', reason: d.problem.reason, message: d.problem.message });
+      } else if (op?.lastError && !op.pending) {
+        const fallback = op.operationName === 'volume_unmount' ? 'UnmountFailed' : 'MountFailed';
+        volumes.push({
+          ...base,
+          // A mounted volume whose refresh failed keeps serving its last content.
+          state: v?.state === 'mounted' ? 'mounted' : 'failed',
+          reason: reasonOf(op.lastError, fallback),
+          message: op.lastError.message,
+        });
+      } else if (v?.state === 'mounted') {
+        volumes.push({ ...base, state: 'mounted', reason: '', message: '' });
+      } else {
+        volumes.push({ ...base, state: 'pending', reason: '', message: '' });
+      }
+    }
+    volumes.sort((a, b) => a.name.localeCompare(b.name));
+    out.push({
+      namespace: p.pod.metadata?.namespace ?? '',
+      name: p.pod.metadata?.name ?? '',
+      uid: p.uid,
+      volumes,
+    });
+  }
+  const leaving = new Map<string, PodStatus>();
+  for (const v of asw.all()) {
+    if (dsw.pod(v.podUID)) continue;
+    let pod = leaving.get(v.podUID);
+    if (!pod) {
+      pod = { namespace: v.podNamespace, name: v.podName, uid: v.podUID, volumes: [] };
+      leaving.set(v.podUID, pod);
+    }
+    const op = executor.state(v.key);
+    pod.volumes.push({
+      name: v.volumeName,
+      plugin: v.pluginName,
+      state: 'unmounting',
+      path: v.path,
+      reason: op?.lastError ? reasonOf(op.lastError, 'UnmountFailed') : '',
+      message: op?.lastError?.message ?? '',
+      attempts: op?.attempts ?? 0,
+    });
+  }
+  for (const [uid, message] of podErrors) {
+    if (!dsw.pod(uid) && !leaving.has(uid)) leaving.set(uid, { namespace: '', name: '', uid, volumes: [], message });
+  }
+  out.push(...leaving.values());
+  return out.sort((a, b) => `${a.namespace}/${a.name}/${a.uid}`.localeCompare(`${b.namespace}/${b.name}/${b.uid}`));
+}

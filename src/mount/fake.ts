@@ -1,0 +1,285 @@
+// An in-memory Mounter for unit tests of the layers above. It keeps a mount
+// table, records every call, validates options like the real one, and can be
+// told to fail for a given target. By default it also touches the real file
+// system the way the real mounter does (existence checks, removing the
+// directory in cleanupMountPoint), so plugin tests can use temp directories.
+import { lstat, realpath, rmdir, unlink } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { isCorruptedMountError, isNotExistError, MountError, MountOptionError, type OptionProblem } from './errors.ts';
+import { isMountPointIn, mountContaining, mountPointMatches, searchMountRefs } from './mountinfo.ts';
+import { checkMountArguments, checkMountOptions } from './options.ts';
+import type { MountCallOptions, Mounter, MountInfo, UnmountOutcome } from './types.ts';
+
+export type FakeMethod = keyof Mounter;
+
+export type FakeCall =
+  | {
+      method: 'mount';
+      source: string;
+      target: string;
+      fstype: string;
+      options: string[];
+      /** Recorded as given, so tests can assert what would have been passed; the fake logs nothing. */
+      sensitiveOptions: string[];
+      call: MountCallOptions;
+    }
+  | { method: 'unmount'; target: string }
+  | { method: 'unmountWithForce'; target: string; timeoutMs: number }
+  | { method: 'isLikelyNotMountPoint' | 'isMountPoint' | 'getMountRefs'; path: string }
+  | { method: 'cleanupMountPoint'; path: string; extensive: boolean }
+  | { method: 'list' };
+
+export interface FakeMounterOptions {
+  /** Initial table; ids and missing fields are filled in. */
+  mounts?: Array<Partial<MountInfo> & { mountPoint: string }>;
+  /** Check and remove real paths like the Linux mounter. Default true. */
+  useFileSystem?: boolean;
+  /** Run the same option hygiene as the Linux mounter. Default true. */
+  validateOptions?: boolean;
+}
+
+interface InjectedError {
+  error: Error;
+  methods: ReadonlySet<FakeMethod> | undefined;
+}
+
+const PER_MOUNT_FLAGS = new Set(['ro', 'rw', 'nosuid', 'nodev', 'noexec', 'noatime', 'relatime', 'nodiratime']);
+
+export class FakeMounter implements Mounter {
+  /** Every call, in order. */
+  readonly calls: FakeCall[] = [];
+  #mounts: MountInfo[] = [];
+  #nextId = 1000;
+  readonly #useFs: boolean;
+  readonly #validate: boolean;
+  readonly #errors = new Map<string, InjectedError>();
+  readonly #outcomes = new Map<string, UnmountOutcome>();
+
+  constructor(opts: FakeMounterOptions = {}) {
+    this.#useFs = opts.useFileSystem ?? true;
+    this.#validate = opts.validateOptions ?? true;
+    for (const m of opts.mounts ?? []) this.addMount(m);
+  }
+
+  /** Adds an entry to the table as if something else had mounted it. */
+  addMount(m: Partial<MountInfo> & { mountPoint: string }): MountInfo {
+    const id = m.id ?? this.#nextId++;
+    const mountPoint = resolve(m.mountPoint);
+    const entry: MountInfo = {
+      id,
+      parentId: m.parentId ?? mountContaining(this.#mounts, mountPoint)?.id ?? 1,
+      major: m.major ?? 0,
+      minor: m.minor ?? id,
+      root: m.root ?? '/',
+      mountPoint,
+      mountOptions: m.mountOptions ?? ['rw'],
+      optionalFields: m.optionalFields ?? [],
+      fsType: m.fsType ?? 'tmpfs',
+      source: m.source ?? 'none',
+      superOptions: m.superOptions ?? ['rw'],
+    };
+    this.#mounts.push(entry);
+    return entry;
+  }
+
+  /** Makes calls on `target` throw `error`: for the listed methods, or all of them. Persists until cleared. */
+  injectError(target: string, error: Error, methods?: readonly FakeMethod[]): void {
+    this.#errors.set(resolve(target), { error, methods: methods ? new Set(methods) : undefined });
+  }
+
+  clearError(target: string): void {
+    this.#errors.delete(resolve(target));
+  }
+
+  /** Makes unmountWithForce on `target` report this outcome (e.g. 'forced', 'lazy') when it unmounts. */
+  setUnmountOutcome(target: string, outcome: UnmountOutcome): void {
+    this.#outcomes.set(resolve(target), outcome);
+  }
+
+  /** Is anything mounted exactly at `path` in the fake table? */
+  isMounted(path: string): boolean {
+    return isMountPointIn(this.#mounts, resolve(path));
+  }
+
+  /** Calls of one method, typed. */
+  callsOf<M extends FakeCall['method']>(method: M): Extract<FakeCall, { method: M }>[] {
+    return this.calls.filter((c): c is Extract<FakeCall, { method: M }> => c.method === method);
+  }
+
+  #injected(path: string, method: FakeMethod): Error | undefined {
+    const e = this.#errors.get(resolve(path));
+    if (!e) return undefined;
+    return !e.methods || e.methods.has(method) ? e.error : undefined;
+  }
+
+  #throwInjected(path: string, method: FakeMethod): void {
+    const err = this.#injected(path, method);
+    if (err) throw err;
+  }
+
+  async mount(
+    source: string,
+    target: string,
+    fstype: string,
+    options: string[],
+    call: MountCallOptions = {},
+  ): Promise<void> {
+    const sensitive = call.sensitiveOptions ?? [];
+    this.calls.push({
+      method: 'mount',
+      source,
+      target,
+      fstype,
+      options: [...options],
+      sensitiveOptions: [...sensitive],
+      call: { ...call },
+    });
+    if (this.#validate) {
+      const problems: OptionProblem[] = [
+        ...checkMountArguments({ source, target, fstype, mountFlags: call.mountFlags }),
+        ...checkMountOptions(fstype, options),
+        ...checkMountOptions(fstype, sensitive, { sensitive: true }),
+      ];
+      if (problems.length > 0) throw new MountOptionError(fstype, problems);
+    }
+    this.#throwInjected(target, 'mount');
+    const mountPoint = resolve(target);
+    if (this.#useFs) {
+      try {
+        await lstat(mountPoint);
+      } catch (err) {
+        if (!isNotExistError(err)) throw err;
+        throw new MountError({
+          operation: 'mount',
+          command: 'mount',
+          args: [target],
+          output: `mount: ${target}: mount point does not exist.`,
+          exitCode: 32,
+          timedOut: false,
+          reason: 'exit status 32',
+        });
+      }
+    }
+    const bind = options.includes('bind') || options.includes('rbind');
+    const flags = options.filter((o) => PER_MOUNT_FLAGS.has(o));
+    const mountOptions = flags.includes('ro') ? flags.filter((o) => o !== 'rw') : ['rw', ...flags.filter((o) => o !== 'rw')];
+    if (bind) {
+      // A bind shows the same filesystem and directory as its source, so getMountRefs finds it.
+      const src = resolve(source);
+      const own = mountContaining(this.#mounts, src);
+      const rel = own ? (own.mountPoint === '/' ? src : src.slice(own.mountPoint.length)) : '';
+      this.addMount({
+        mountPoint,
+        major: own?.major ?? 0,
+        minor: own?.minor ?? 1,
+        root: own ? (own.root === '/' ? rel || '/' : own.root + rel) : src,
+        fsType: own?.fsType ?? 'none',
+        source: own?.source ?? source,
+        mountOptions,
+        superOptions: own?.superOptions ?? ['rw'],
+      });
+      return;
+    }
+    this.addMount({
+      mountPoint,
+      fsType: fstype || 'none',
+      source,
+      mountOptions,
+      // Sensitive options are deliberately not stored.
+      superOptions: ['rw', ...options.filter((o) => !PER_MOUNT_FLAGS.has(o))],
+    });
+  }
+
+  #removeTop(target: string): boolean {
+    const path = resolve(target);
+    for (let i = this.#mounts.length - 1; i >= 0; i--) {
+      if (mountPointMatches(this.#mounts[i], path)) {
+        this.#mounts.splice(i, 1);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  async unmount(target: string): Promise<UnmountOutcome> {
+    this.calls.push({ method: 'unmount', target });
+    this.#throwInjected(target, 'unmount');
+    return this.#removeTop(target) ? 'unmounted' : 'not-mounted';
+  }
+
+  async unmountWithForce(target: string, timeoutMs: number): Promise<UnmountOutcome> {
+    this.calls.push({ method: 'unmountWithForce', target, timeoutMs });
+    this.#throwInjected(target, 'unmountWithForce');
+    if (!this.#removeTop(target)) return 'not-mounted';
+    return this.#outcomes.get(resolve(target)) ?? 'unmounted';
+  }
+
+  async isLikelyNotMountPoint(path: string): Promise<boolean> {
+    this.calls.push({ method: 'isLikelyNotMountPoint', path });
+    this.#throwInjected(path, 'isLikelyNotMountPoint');
+    if (this.#useFs && (await lstat(path)).isSymbolicLink()) return true;
+    return !isMountPointIn(this.#mounts, resolve(path));
+  }
+
+  async isMountPoint(path: string): Promise<boolean> {
+    this.calls.push({ method: 'isMountPoint', path });
+    this.#throwInjected(path, 'isMountPoint');
+    const p = this.#useFs ? await realpath(path) : resolve(path);
+    return isMountPointIn(this.#mounts, p);
+  }
+
+  async list(): Promise<MountInfo[]> {
+    this.calls.push({ method: 'list' });
+    return this.#mounts.map((m) => ({
+      ...m,
+      mountOptions: [...m.mountOptions],
+      optionalFields: [...m.optionalFields],
+      superOptions: [...m.superOptions],
+    }));
+  }
+
+  async getMountRefs(path: string): Promise<string[]> {
+    this.calls.push({ method: 'getMountRefs', path });
+    const injected = this.#injected(path, 'getMountRefs');
+    if (injected) {
+      if (isCorruptedMountError(injected)) return [];
+      throw injected;
+    }
+    let p = resolve(path);
+    if (this.#useFs) {
+      try {
+        p = await realpath(path);
+      } catch (err) {
+        if (isNotExistError(err)) return [];
+        throw err;
+      }
+    }
+    return mountContaining(this.#mounts, p) ? searchMountRefs(this.#mounts, p) : [];
+  }
+
+  async cleanupMountPoint(path: string, extensive: boolean): Promise<void> {
+    this.calls.push({ method: 'cleanupMountPoint', path, extensive });
+    const injected = this.#injected(path, 'cleanupMountPoint');
+    if (injected && !isCorruptedMountError(injected)) throw injected;
+    if (this.#useFs) {
+      try {
+        await lstat(path);
+      } catch (err) {
+        if (isNotExistError(err)) return;
+        throw err;
+      }
+    }
+    // A corrupted mount (injected errno) is unmounted without asking whether it is one.
+    while (this.#removeTop(path)) {
+      this.calls.push({ method: 'unmount', target: path });
+    }
+    if (!this.#useFs) return;
+    try {
+      await rmdir(path);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOTDIR') await unlink(path);
+      else if (code !== 'ENOENT') throw err;
+    }
+  }
+}

@@ -1,0 +1,333 @@
+// The real mounter: runs mount(8)/umount(8) through the injectable runner and
+// reads /proc/self/mountinfo. Modelled on kubernetes/mount-utils mount_linux.go
+// and mount_helper_common.go.
+import { lstat, realpath, rmdir, stat, unlink, access } from 'node:fs/promises';
+import { basename, dirname, resolve } from 'node:path';
+import { isCorruptedMountError, MountError, MountOptionError, type OptionProblem } from './errors.ts';
+import { type CommandRunner, createExecaRunner, type RunResult } from './exec.ts';
+import { type MountLogger, silentLogger } from './logger.ts';
+import { isMountPointIn, mountContaining, PROC_MOUNTINFO, readMountInfo, searchMountRefs } from './mountinfo.ts';
+import { checkMountArguments, checkMountOptions, checkUnmountTarget, MASKED } from './options.ts';
+import { pathExists } from './probe.ts';
+import { detectSystemd, wrapInScope } from './systemd.ts';
+import type { MountCallOptions, Mounter, MountInfo, UnmountOutcome } from './types.ts';
+
+/** The file system calls the mounter makes; injectable to simulate broken mounts (e.g. ENOTCONN). */
+export interface MounterFs {
+  lstat(path: string): Promise<{ dev: number; isSymbolicLink(): boolean }>;
+  stat(path: string): Promise<unknown>;
+  access(path: string): Promise<void>;
+  realpath(path: string): Promise<string>;
+  rmdir(path: string): Promise<void>;
+  unlink(path: string): Promise<void>;
+}
+
+export interface LinuxMounterOptions {
+  /** 'auto' wraps mounts in `systemd-run --scope` when systemd is PID 1 and the probe works; 'off' never does. */
+  systemd?: 'auto' | 'off';
+  logger?: MountLogger;
+  runner?: CommandRunner;
+  /** Deadline for every mount/umount/probe command. Default 2 minutes. */
+  commandTimeoutMs?: number;
+  mountInfoPath?: string;
+  fs?: Partial<MounterFs>;
+  /** Where to look for systemd; tests point it elsewhere. */
+  systemdRuntimeDir?: string;
+}
+
+const DEFAULT_TIMEOUT_MS = 120_000;
+/** Mount flags of the bind source that the remount must keep (mount-utils bind remount). */
+const INHERITED_BIND_FLAGS = ['ro', 'nodev', 'noexec', 'nosuid', 'noatime', 'relatime', 'nodiratime'];
+/** Stacked mounts on one path are unmounted one by one; this bounds the loop. */
+const MAX_STACKED_UNMOUNTS = 16;
+
+/** Replaces sensitive options, and their bare values, wherever they appear in `text`. */
+export function maskSensitive(text: string, sensitive: readonly string[]): string {
+  let out = text;
+  for (const opt of sensitive) {
+    if (opt !== '') out = out.split(opt).join(MASKED);
+  }
+  for (const opt of sensitive) {
+    const eq = opt.indexOf('=');
+    const value = eq === -1 ? '' : opt.slice(eq + 1);
+    if (value !== '') out = out.split(value).join(MASKED);
+  }
+  return out;
+}
+
+export class LinuxMounter implements Mounter {
+  readonly #run: CommandRunner;
+  readonly #log: MountLogger;
+  readonly #timeoutMs: number;
+  readonly #mountInfoPath: string;
+  readonly #fs: MounterFs;
+  readonly #systemdMode: 'auto' | 'off';
+  readonly #systemdRuntimeDir: string | undefined;
+  #systemd: Promise<boolean> | undefined;
+
+  constructor(opts: LinuxMounterOptions = {}) {
+    this.#run = opts.runner ?? createExecaRunner();
+    this.#log = opts.logger ?? silentLogger();
+    this.#timeoutMs = opts.commandTimeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#mountInfoPath = opts.mountInfoPath ?? PROC_MOUNTINFO;
+    this.#fs = { lstat, stat, access, realpath, rmdir, unlink, ...opts.fs };
+    this.#systemdMode = opts.systemd ?? 'auto';
+    this.#systemdRuntimeDir = opts.systemdRuntimeDir;
+  }
+
+  /** Whether mounts get wrapped in `systemd-run --scope`; probed once per mounter. */
+  systemdAvailable(): Promise<boolean> {
+    if (this.#systemdMode === 'off') return Promise.resolve(false);
+    this.#systemd ??= detectSystemd({
+      runner: this.#run,
+      timeoutMs: this.#timeoutMs,
+      logger: this.#log,
+      runtimeDir: this.#systemdRuntimeDir,
+    });
+    return this.#systemd;
+  }
+
+  async mount(
+    source: string,
+    target: string,
+    fstype: string,
+    options: string[],
+    call: MountCallOptions = {},
+  ): Promise<void> {
+    const sensitive = call.sensitiveOptions ?? [];
+    const flags = call.mountFlags ?? [];
+    const problems: OptionProblem[] = [
+      ...checkMountArguments({ source, target, fstype, mountFlags: flags }),
+      ...checkMountOptions(fstype, options),
+      ...checkMountOptions(fstype, sensitive, { sensitive: true }),
+    ];
+    if (problems.length > 0) throw new MountOptionError(fstype, problems);
+
+    const systemd = !call.withoutSystemd && (await this.systemdAvailable());
+    const all = [...options, ...sensitive];
+    const bindKind = all.includes('rbind') ? 'rbind' : all.includes('bind') ? 'bind' : undefined;
+    if (!bindKind) {
+      await this.#doMount(source, target, fstype, options, sensitive, flags, systemd);
+      return;
+    }
+
+    // A bind ignores per-mount flags, so they are applied by a second, remount step.
+    const first = [bindKind, ...(all.includes('_netdev') ? ['_netdev'] : [])];
+    await this.#doMount(source, target, fstype, first, [], flags, systemd);
+    const isMechanics = (o: string) => o === 'bind' || o === 'rbind' || o === 'remount';
+    const remount = ['bind', 'remount', ...options.filter((o) => !isMechanics(o))];
+    for (const flag of await this.#sourceFlags(source)) if (!remount.includes(flag)) remount.push(flag);
+    try {
+      await this.#doMount(source, target, fstype, remount, sensitive.filter((o) => !isMechanics(o)), flags, systemd);
+    } catch (err) {
+      // Unlike mount-utils, do not leave a bind behind without the flags (say ro) the caller asked for.
+      this.#log.warn({ target }, 'bind remount failed, removing the bind mount');
+      await this.unmount(target).catch((e: unknown) =>
+        this.#log.error({ target, err: String(e) }, 'could not remove the bind mount after a failed remount'),
+      );
+      throw err;
+    }
+  }
+
+  /** Per-mount flags of the mount holding `source`, which the bind must not drop (locked flags, nosuid). */
+  async #sourceFlags(source: string): Promise<string[]> {
+    try {
+      const own = mountContaining(await this.list(), await this.#fs.realpath(source));
+      return own ? own.mountOptions.filter((o) => INHERITED_BIND_FLAGS.includes(o)) : [];
+    } catch (err) {
+      this.#log.debug({ source, err: String(err) }, 'cannot read the mount flags of the bind source');
+      return [];
+    }
+  }
+
+  async #doMount(
+    source: string,
+    target: string,
+    fstype: string,
+    options: readonly string[],
+    sensitive: readonly string[],
+    flags: readonly string[],
+    systemd: boolean,
+  ): Promise<void> {
+    const build = (opts: readonly string[]) => {
+      const args = [...flags];
+      if (fstype !== '') args.push('-t', fstype);
+      if (opts.length > 0) args.push('-o', opts.join(','));
+      if (source !== '') args.push(source);
+      args.push(target);
+      return systemd ? wrapInScope(target, 'mount', args) : { file: 'mount', args };
+    };
+    const real = build([...options, ...sensitive]);
+    const shown = build([...options, ...sensitive.map(() => MASKED)]);
+    this.#log.info({ command: shown.file, args: shown.args }, 'Mounting');
+    const res = await this.#run({ file: real.file, args: real.args, timeoutMs: this.#timeoutMs });
+    if (succeeded(res)) return;
+    throw new MountError({
+      operation: 'mount',
+      command: shown.file,
+      args: shown.args,
+      output: maskSensitive(res.output, sensitive),
+      exitCode: res.exitCode,
+      signal: res.signal,
+      timedOut: res.timedOut,
+      reason: failureReason(res, real.file, this.#timeoutMs),
+    });
+  }
+
+  async unmount(target: string): Promise<UnmountOutcome> {
+    const res = await this.#umount([target], this.#timeoutMs);
+    return this.#judgeUnmount(target, [target], res, 'unmounted');
+  }
+
+  async unmountWithForce(target: string, timeoutMs: number): Promise<UnmountOutcome> {
+    const plain = await this.#umount([target], timeoutMs);
+    if (!plain.timedOut) return this.#judgeUnmount(target, [target], plain, 'unmounted');
+
+    this.#log.warn({ target, timeoutMs }, 'Timed out waiting for unmount, trying with -f');
+    const forced = await this.#umount(['-f', target], timeoutMs);
+    if (succeeded(forced)) return 'forced';
+    if (!forced.timedOut && !(await this.#stillMounted(target))) return 'unmounted';
+
+    this.#log.warn({ target, output: forced.output, timedOut: forced.timedOut }, 'umount -f failed, detaching lazily');
+    const lazy = await this.#umount(['-l', target], timeoutMs);
+    return this.#judgeUnmount(target, ['-l', target], lazy, 'lazy');
+  }
+
+  async #umount(args: string[], timeoutMs: number): Promise<RunResult> {
+    const target = args[args.length - 1];
+    const problems = checkUnmountTarget(target);
+    if (problems.length > 0) throw new MountOptionError('', problems);
+    this.#log.info({ command: 'umount', args }, 'Unmounting');
+    return this.#run({ file: 'umount', args, timeoutMs });
+  }
+
+  /**
+   * Success, or "nothing is mounted there" (judged by mountinfo, not by
+   * umount's wording), is fine; anything else is a MountError.
+   */
+  async #judgeUnmount(
+    target: string,
+    args: string[],
+    res: RunResult,
+    success: UnmountOutcome,
+  ): Promise<UnmountOutcome> {
+    if (succeeded(res)) return success;
+    if (!res.timedOut && !(await this.#stillMounted(target))) {
+      this.#log.info({ target, output: res.output }, 'Not mounted, nothing to unmount');
+      return 'not-mounted';
+    }
+    throw new MountError({
+      operation: 'unmount',
+      command: 'umount',
+      args,
+      output: res.output,
+      exitCode: res.exitCode,
+      signal: res.signal,
+      timedOut: res.timedOut,
+      code: /target is busy|device is busy/i.test(res.output) ? 'EBUSY' : undefined,
+      reason: failureReason(res, 'umount', this.#timeoutMs),
+    });
+  }
+
+  /**
+   * Looks the target up in mountinfo without touching the target itself: a
+   * hung filesystem would block the stat (and a libuv thread) forever, so only
+   * the parent directory is resolved.
+   */
+  async #stillMounted(target: string): Promise<boolean> {
+    const abs = resolve(target);
+    let path = abs;
+    try {
+      const parent = await this.#fs.realpath(dirname(abs));
+      path = parent === '/' ? `/${basename(abs)}` : `${parent}/${basename(abs)}`;
+    } catch {
+      // Parent missing or broken: mountinfo under the literal path decides.
+    }
+    return isMountPointIn(await this.list(), path);
+  }
+
+  async isLikelyNotMountPoint(path: string): Promise<boolean> {
+    const st = await this.#fs.lstat(path);
+    // mount-utils: a symlink is never reported as a mount point.
+    if (st.isSymbolicLink()) return true;
+    const parent = await this.#fs.lstat(dirname(resolve(path)));
+    return st.dev === parent.dev;
+  }
+
+  async isMountPoint(path: string): Promise<boolean> {
+    let resolved: string;
+    try {
+      resolved = await this.#fs.realpath(path);
+    } catch (err) {
+      // A broken mount cannot be resolved but is still listed under its own path.
+      if (!isCorruptedMountError(err)) throw err;
+      resolved = resolve(path);
+    }
+    return isMountPointIn(await this.list(), resolved);
+  }
+
+  list(): Promise<MountInfo[]> {
+    return readMountInfo(this.#mountInfoPath);
+  }
+
+  async getMountRefs(path: string): Promise<string[]> {
+    const state = await pathExists(path, this.#fs);
+    if (!state.exists) return [];
+    if (state.corrupted) {
+      this.#log.warn({ path, err: String(state.error) }, 'GetMountRefs found a corrupted mount, treating it as unmounted');
+      return [];
+    }
+    return searchMountRefs(await this.list(), await this.#fs.realpath(path));
+  }
+
+  async cleanupMountPoint(path: string, extensive: boolean): Promise<void> {
+    const state = await pathExists(path, this.#fs);
+    if (!state.exists) {
+      this.#log.debug({ path }, 'cleanup: path does not exist');
+      return;
+    }
+    const notMounted = async () =>
+      extensive ? !(await this.isMountPoint(path)) : await this.isLikelyNotMountPoint(path);
+
+    if (!state.corrupted && (await notMounted())) {
+      this.#log.warn({ path }, 'cleanup: not a mount point, deleting');
+      await this.#remove(path);
+      return;
+    }
+    if (state.corrupted) this.#log.warn({ path, err: String(state.error) }, 'cleanup: corrupted mount, unmounting');
+    for (let i = 0; i < MAX_STACKED_UNMOUNTS; i++) {
+      await this.unmount(path);
+      if (await notMounted()) {
+        this.#log.info({ path }, 'cleanup: unmounted, deleting the directory');
+        await this.#remove(path);
+        return;
+      }
+    }
+    throw new Error(`failed to cleanup mount point ${path}: still mounted after ${MAX_STACKED_UNMOUNTS} unmounts`);
+  }
+
+  /** os.Remove: the directory, or the file a file bind mount was on. */
+  async #remove(path: string): Promise<void> {
+    try {
+      await this.#fs.rmdir(path);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw err;
+      await this.#fs.unlink(path);
+    }
+  }
+}
+
+export function createLinuxMounter(opts: LinuxMounterOptions = {}): LinuxMounter {
+  return new LinuxMounter(opts);
+}
+
+function succeeded(res: RunResult): boolean {
+  return res.exitCode === 0 && !res.timedOut;
+}
+
+function failureReason(res: RunResult, file: string, timeoutMs: number): string {
+  if (res.timedOut) return `timed out after ${timeoutMs} ms`;
+  if (res.spawnErrorCode) return `cannot run ${file}: ${res.spawnErrorCode}`;
+  if (res.signal) return `killed by ${res.signal}`;
+  return `exit status ${res.exitCode}`;
+}

@@ -1,0 +1,239 @@
+// /proc/self/mountinfo: parsing, consistent reading, and the lookups the
+// mounters need (is this path a mount point, which mounts share its root).
+// Line format (proc(5)):
+//   36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+// Paths, fstype and source are escaped by the kernel as \ooo for space, tab,
+// newline and backslash, so a line never contains a raw newline.
+import { readFile } from 'node:fs/promises';
+import { posix } from 'node:path';
+import { MountInfoError } from './errors.ts';
+import type { MountInfo } from './types.ts';
+
+export const PROC_MOUNTINFO = '/proc/self/mountinfo';
+
+/** What d_path appends to a mount point whose root dentry was unlinked, as printed (escaped). */
+const DELETED_SUFFIX = '\\040(deleted)';
+const DELETED_SUFFIX_UNESCAPED = ' (deleted)';
+
+function isOctal(c: number): boolean {
+  return c >= 48 && c <= 55;
+}
+
+/** Replaces \ooo octal escapes. Escapes above 0x7f are bytes of UTF-8 text, decoded as such. */
+export function unescapeOctal(s: string): string {
+  let i = s.indexOf('\\');
+  if (i === -1) return s;
+  let out = '';
+  let last = 0;
+  let highByte = false;
+  for (; i !== -1; i = s.indexOf('\\', i + 1)) {
+    if (
+      i + 3 < s.length &&
+      isOctal(s.charCodeAt(i + 1)) &&
+      isOctal(s.charCodeAt(i + 2)) &&
+      isOctal(s.charCodeAt(i + 3))
+    ) {
+      const code = (s.charCodeAt(i + 1) - 48) * 64 + (s.charCodeAt(i + 2) - 48) * 8 + (s.charCodeAt(i + 3) - 48);
+      if (code > 0x7f) highByte = true;
+      out += s.slice(last, i) + String.fromCharCode(code);
+      last = i + 4;
+      i += 3;
+    }
+  }
+  out += s.slice(last);
+  return highByte ? recodeBytes(s) : out;
+}
+
+/** Slow path for escaped non-ASCII bytes: literal text is UTF-8, each escape one byte. */
+function recodeBytes(s: string): string {
+  const bytes: number[] = [];
+  const re = /\\([0-7]{3})/g;
+  let last = 0;
+  for (let m = re.exec(s); m !== null; m = re.exec(s)) {
+    for (const b of Buffer.from(s.slice(last, m.index), 'utf8')) bytes.push(b);
+    bytes.push(Number.parseInt(m[1], 8) & 0xff);
+    last = m.index + m[0].length;
+  }
+  for (const b of Buffer.from(s.slice(last), 'utf8')) bytes.push(b);
+  return Buffer.from(bytes).toString('utf8');
+}
+
+function parseIntField(text: string, start: number, end: number, what: string, lineNo: number): number {
+  if (start >= end) throw badLine(lineNo, `empty ${what}`);
+  let n = 0;
+  for (let i = start; i < end; i++) {
+    const c = text.charCodeAt(i) - 48;
+    if (c < 0 || c > 9) throw badLine(lineNo, `${what} is not a number: ${JSON.stringify(text.slice(start, end))}`);
+    n = n * 10 + c;
+  }
+  return n;
+}
+
+function badLine(lineNo: number, why: string): MountInfoError {
+  return new MountInfoError(`mountinfo line ${lineNo}: ${why}`);
+}
+
+function splitOptions(field: string): string[] {
+  return field === '' ? [] : field.split(',');
+}
+
+/** End of the space-separated field starting at `pos` (the line end if it is the last one). */
+function fieldEnd(text: string, pos: number, end: number): number {
+  const sp = text.indexOf(' ', pos);
+  return sp === -1 || sp > end ? end : sp;
+}
+
+function parseLine(text: string, start: number, end: number, lineNo: number): MountInfo {
+  const tooFew = () =>
+    badLine(lineNo, `wrong number of fields (expected at least 10): ${JSON.stringify(text.slice(start, end))}`);
+  // Fields 1..6 are fixed: ID, parent ID, major:minor, root, mount point, mount options.
+  const e1 = fieldEnd(text, start, end);
+  const e2 = fieldEnd(text, e1 + 1, end);
+  const e3 = fieldEnd(text, e2 + 1, end);
+  const e4 = fieldEnd(text, e3 + 1, end);
+  const e5 = fieldEnd(text, e4 + 1, end);
+  const e6 = fieldEnd(text, e5 + 1, end);
+  if (e6 >= end) throw tooFew();
+  const id = parseIntField(text, start, e1, 'mount ID', lineNo);
+  const parentId = parseIntField(text, e1 + 1, e2, 'parent ID', lineNo);
+  const colon = text.indexOf(':', e2 + 1);
+  if (colon === -1 || colon >= e3) throw badLine(lineNo, 'major:minor has no colon');
+  const major = parseIntField(text, e2 + 1, colon, 'major', lineNo);
+  const minor = parseIntField(text, colon + 1, e3, 'minor', lineNo);
+  const root = unescapeOctal(text.slice(e3 + 1, e4));
+  let rawMountPoint = text.slice(e4 + 1, e5);
+  let deleted = false;
+  if (rawMountPoint.endsWith(DELETED_SUFFIX)) {
+    deleted = true;
+    rawMountPoint = rawMountPoint.slice(0, -DELETED_SUFFIX.length);
+  }
+  const mountPoint = unescapeOctal(rawMountPoint);
+  const mountOptions = splitOptions(text.slice(e5 + 1, e6));
+
+  // Optional fields (shared:N, master:N, ...) run up to a field that is exactly "-".
+  const optionalFields: string[] = [];
+  let pos = e6 + 1;
+  for (;;) {
+    if (pos >= end) throw badLine(lineNo, 'no "-" separator before the filesystem type');
+    const fe = fieldEnd(text, pos, end);
+    if (fe === pos + 1 && text.charCodeAt(pos) === 45 /* - */) {
+      pos = fe + 1;
+      break;
+    }
+    optionalFields.push(text.slice(pos, fe));
+    pos = fe + 1;
+  }
+  // fstype, source, super options; anything a future kernel appends is ignored.
+  if (pos > end) throw tooFew();
+  const t1 = fieldEnd(text, pos, end);
+  if (t1 >= end) throw tooFew();
+  const t2 = fieldEnd(text, t1 + 1, end);
+  if (t2 >= end) throw tooFew();
+  const t3 = fieldEnd(text, t2 + 1, end);
+  const superField = text.slice(t2 + 1, t3);
+  const superOptions = splitOptions(superField);
+  // Filesystems print option values with seq_show_option, which escapes ',' too.
+  if (superField.indexOf('\\') !== -1) {
+    for (let i = 0; i < superOptions.length; i++) superOptions[i] = unescapeOctal(superOptions[i]);
+  }
+  const info: MountInfo = {
+    id,
+    parentId,
+    major,
+    minor,
+    root,
+    mountPoint,
+    mountOptions,
+    optionalFields,
+    fsType: unescapeOctal(text.slice(pos, t1)),
+    source: unescapeOctal(text.slice(t1 + 1, t2)),
+    superOptions,
+  };
+  if (deleted) info.deleted = true;
+  return info;
+}
+
+/** Parses the text of a mountinfo file. Throws MountInfoError naming the first bad line. */
+export function parseMountInfo(text: string): MountInfo[] {
+  const out: MountInfo[] = [];
+  const len = text.length;
+  let pos = 0;
+  let lineNo = 0;
+  while (pos < len) {
+    let end = text.indexOf('\n', pos);
+    if (end === -1) end = len;
+    lineNo++;
+    if (end > pos) out.push(parseLine(text, pos, end, lineNo));
+    pos = end + 1;
+  }
+  return out;
+}
+
+export type TextReader = (path: string) => Promise<string>;
+
+const readText: TextReader = (path) => readFile(path, 'utf8');
+
+/**
+ * Reads a /proc file until two consecutive reads agree. A large mountinfo is
+ * produced in several read() calls, and mounts changing in between can tear
+ * the result (mount-utils ConsistentRead, needed before Linux 5.8).
+ */
+export async function consistentRead(path: string, reader: TextReader = readText, maxAttempts = 10): Promise<string> {
+  let previous = await reader(path);
+  for (let attempt = 1; attempt < maxAttempts; attempt++) {
+    const current = await reader(path);
+    if (current === previous) return current;
+    previous = current;
+  }
+  throw new MountInfoError(`could not get consistent content of ${path} after ${maxAttempts} attempts`);
+}
+
+/** The current mount table of this process. */
+export async function readMountInfo(path: string = PROC_MOUNTINFO, reader?: TextReader): Promise<MountInfo[]> {
+  return parseMountInfo(await consistentRead(path, reader));
+}
+
+/** Does `entry` describe a mount at `path`? A `(deleted)` entry matches with and without the suffix. */
+export function mountPointMatches(entry: MountInfo, path: string): boolean {
+  if (entry.mountPoint === path) return true;
+  return entry.deleted === true && entry.mountPoint + DELETED_SUFFIX_UNESCAPED === path;
+}
+
+/** Is the absolute, symlink-free `path` a mount point in `infos`? */
+export function isMountPointIn(infos: readonly MountInfo[], path: string): boolean {
+  return infos.some((e) => mountPointMatches(e, path));
+}
+
+function isWithin(path: string, base: string): boolean {
+  if (base === '/') return path.startsWith('/');
+  return path === base || path.startsWith(base + '/');
+}
+
+/**
+ * The mount that `path` lives on. Searched from the end because a later mount
+ * covers earlier ones on the same or a parent path.
+ */
+export function mountContaining(infos: readonly MountInfo[], path: string): MountInfo | undefined {
+  for (let i = infos.length - 1; i >= 0; i--) {
+    if (isWithin(path, infos[i].mountPoint)) return infos[i];
+  }
+  return undefined;
+}
+
+/**
+ * Other mount points showing the same directory of the same filesystem as
+ * `path` (its bind mounts), as mount-utils SearchMountPoints: same
+ * major:minor and same root, excluding the mount `path` itself is on.
+ */
+export function searchMountRefs(infos: readonly MountInfo[], path: string): string[] {
+  const own = mountContaining(infos, path);
+  if (!own) throw new MountInfoError(`failed to get root path and major:minor for ${path}`);
+  const rel = own.mountPoint === '/' ? path : path.slice(own.mountPoint.length);
+  const rootPath = posix.join(own.root, rel);
+  const refs: string[] = [];
+  for (const e of infos) {
+    if (e.id === own.id) continue;
+    if (e.root === rootPath && e.major === own.major && e.minor === own.minor) refs.push(e.mountPoint);
+  }
+  return refs;
+}

@@ -1,0 +1,128 @@
+// kubernetes.io/host-path (k/k pkg/volume/hostpath/host_path.go): nothing is
+// mounted; the runtime binds the host path itself. SetUp only validates the
+// path and applies the HostPathType check, creating what *OrCreate asks for.
+import { mkdir, open, stat } from 'node:fs/promises';
+import type { V1HostPathVolumeSource } from '@kubernetes/client-node';
+import type { VolumeHost } from '../volumehost/types.ts';
+import { type Mounter, type Spec, VolumeError, type VolumePlugin } from './types.ts';
+
+export const hostPathPluginName = 'kubernetes.io/host-path';
+
+type FileType = 'Directory' | 'File' | 'Socket' | 'CharDevice' | 'BlockDevice';
+
+/** mount-utils PathExists: ENOENT is "no", any other stat error counts as present but unusable. */
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** hostutil.GetFileType: stat follows symlinks, as kubelet's does. */
+async function fileType(path: string): Promise<FileType> {
+  const st = await stat(path);
+  if (st.isSocket()) return 'Socket';
+  if (st.isBlockDevice()) return 'BlockDevice';
+  if (st.isCharacterDevice()) return 'CharDevice';
+  if (st.isDirectory()) return 'Directory';
+  if (st.isFile()) return 'File';
+  throw new Error('only recognise file, directory, socket, block device and character device');
+}
+
+async function typeMatchedOrError(path: string, expected: FileType, description: string): Promise<void> {
+  if (!(await exists(path))) throw new VolumeError('HostPathNotFound', `hostPath ${path} doesn't exist`);
+  let actual: FileType;
+  try {
+    actual = await fileType(path);
+  } catch (err) {
+    throw new VolumeError(
+      'HostPathTypeMismatch',
+      `hostPath type check failed, ${path} is not a ${description}, unable to determine its type: ${(err as Error).message}`,
+    );
+  }
+  if (actual !== expected) {
+    throw new VolumeError('HostPathTypeMismatch', `hostPath type check failed: ${path} is not a ${description}, it's a ${actual}`);
+  }
+}
+
+export async function checkHostPathType(path: string, type: string): Promise<void> {
+  switch (type) {
+    case 'DirectoryOrCreate':
+      if (!(await exists(path))) {
+        await mkdir(path, { recursive: true, mode: 0o755 });
+        return;
+      }
+      return typeMatchedOrError(path, 'Directory', 'directory');
+    case 'Directory':
+      return typeMatchedOrError(path, 'Directory', 'directory');
+    case 'FileOrCreate':
+      if (!(await exists(path))) {
+        // O_CREATE without O_EXCL, as Go's OpenFile: an existing entry is fine.
+        const fh = await open(path, 'a', 0o644).catch((err: NodeJS.ErrnoException) => {
+          throw new VolumeError('HostPathCreateFailed', err.message);
+        });
+        await fh.close();
+        return;
+      }
+      return typeMatchedOrError(path, 'File', 'file');
+    case 'File':
+      return typeMatchedOrError(path, 'File', 'file');
+    case 'Socket':
+      return typeMatchedOrError(path, 'Socket', 'socket file');
+    case 'CharDevice':
+      return typeMatchedOrError(path, 'CharDevice', 'character device');
+    case 'BlockDevice':
+      return typeMatchedOrError(path, 'BlockDevice', 'block device');
+    default:
+      throw new VolumeError('InvalidHostPathType', `${type} is an invalid volume type`);
+  }
+}
+
+/** validation.ValidatePathNoBacksteps. */
+export function validatePathNoBacksteps(path: string): void {
+  if (path.split('/').includes('..')) {
+    throw new VolumeError('InvalidPath', `invalid HostPath \`${path}\`: must not contain '..'`);
+  }
+}
+
+function source(spec: Spec): V1HostPathVolumeSource {
+  const src = spec.volume?.hostPath ?? spec.persistentVolume?.spec?.hostPath;
+  if (!src) throw new VolumeError('UnknownVolumeSource', 'spec does not reference an HostPath volume type');
+  return src;
+}
+
+export function hostPathPlugin(): VolumePlugin {
+  let _host: VolumeHost;
+  return {
+    name: hostPathPluginName,
+    init(h) {
+      _host = h;
+    },
+    getVolumeName: (spec) => source(spec).path,
+    canSupport: (spec) => Boolean(spec.volume?.hostPath ?? spec.persistentVolume?.spec?.hostPath),
+    requiresRemount: () => false,
+    supportsMountOption: () => false,
+    newMounter(spec): Mounter {
+      const src = source(spec);
+      return {
+        getPath: () => src.path,
+        getAttributes: () => ({ readOnly: spec.readOnly, managed: false, selinuxRelabel: false }),
+        async setUp() {
+          validatePathNoBacksteps(src.path);
+          if (!src.type) return;
+          await checkHostPathType(src.path, src.type);
+        },
+        setUpAt: () => Promise.reject(new Error('SetUpAt() does not make sense for host paths')),
+      };
+    },
+    newUnmounter: (name) => ({
+      getPath: () => name,
+      tearDown: async () => {},
+      tearDownAt: () => Promise.reject(new Error('TearDownAt() does not make sense for host paths')),
+    }),
+    constructVolumeSpec: (name) => ({ volume: { name, hostPath: { path: name } }, readOnly: false }),
+  };
+}
+

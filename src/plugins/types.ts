@@ -1,0 +1,88 @@
+// Plugin contracts, named after kubelet's pkg/volume/plugins.go and volume.go so
+// a reader who knows kubelet finds their way. Device-mountable and attachable
+// plugins (CSI) extend VolumePlugin with the optional interfaces at the bottom.
+import type { V1PersistentVolume, V1Pod, V1Volume } from '@kubernetes/client-node';
+import type { VolumeHost } from '../volumehost/types.ts';
+
+/** kubelet's volume.Spec: an inline pod volume or a persistent volume. */
+export interface Spec {
+  volume?: V1Volume;
+  persistentVolume?: V1PersistentVolume;
+  readOnly: boolean;
+}
+
+export function specName(spec: Spec): string {
+  return spec.volume?.name ?? spec.persistentVolume?.metadata?.name ?? '';
+}
+
+export interface MounterArgs {
+  fsUser?: number;
+  fsGroup?: number;
+  fsGroupChangePolicy?: string;
+}
+
+export interface Attributes {
+  readOnly: boolean;
+  managed: boolean;
+  selinuxRelabel: boolean;
+}
+
+export interface Mounter {
+  /** Where the volume is visible to containers. */
+  getPath(): string;
+  /** Idempotent: calling it on a volume that is already set up changes nothing that is correct. */
+  setUp(args: MounterArgs): Promise<void>;
+  setUpAt(dir: string, args: MounterArgs): Promise<void>;
+  getAttributes(): Attributes;
+}
+
+export interface Unmounter {
+  getPath(): string;
+  tearDown(): Promise<void>;
+  tearDownAt(dir: string): Promise<void>;
+}
+
+export interface VolumePlugin {
+  /** Qualified name with exactly one '/', e.g. kubernetes.io/empty-dir. */
+  readonly name: string;
+  init(host: VolumeHost): void;
+  getVolumeName(spec: Spec): string;
+  canSupport(spec: Spec): boolean;
+  /** True for plugins whose content must be refreshed on every pod sync (downwardAPI, configMap...). */
+  requiresRemount(spec: Spec): boolean;
+  supportsMountOption(): boolean;
+  newMounter(spec: Spec, pod: V1Pod): Mounter;
+  newUnmounter(volumeName: string, podUID: string): Unmounter;
+  /** Rebuild a spec after a restart from what is on disk (volPath is the volume directory). */
+  constructVolumeSpec(volumeName: string, volumePath: string): Spec;
+}
+
+/** Room for plugins that stage a device once per node (CSI NodeStage). */
+export interface DeviceMountableVolumePlugin extends VolumePlugin {
+  canDeviceMount(spec: Spec): boolean;
+  getDeviceMountRefs(deviceMountPath: string): Promise<string[]>;
+}
+
+/** Room for plugins that need an attach step (CSI with a controller). */
+export interface AttachableVolumePlugin extends DeviceMountableVolumePlugin {
+  canAttach(spec: Spec): boolean;
+}
+
+/**
+ * An error that knows its reason, a stable CamelCase word shown in /status and
+ * metrics (never a per-pod label). `final` false means "retry may help".
+ */
+export class VolumeError extends Error {
+  readonly reason: string;
+  constructor(reason: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'VolumeError';
+    this.reason = reason;
+  }
+}
+
+export function reasonOf(err: unknown, fallback: string): string {
+  if (err instanceof VolumeError) return err.reason;
+  if (err && typeof err === 'object' && 'reason' in err && typeof err.reason === 'string') return err.reason;
+  return fallback;
+}

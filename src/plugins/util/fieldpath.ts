@@ -1,0 +1,229 @@
+// Downward API for volumes, as kubelet computes it:
+//   k/k pkg/fieldpath/fieldpath.go            (ExtractFieldPathAsString, FormatMap)
+//   k/k pkg/api/v1/resource/helpers.go        (ExtractResourceValueByContainerNameAndNodeAllocatable)
+//   k/k pkg/volume/downwardapi/downwardapi.go (CollectData)
+// Volume items only ever go through ExtractFieldPathAsString, which knows the
+// metadata.* paths; spec.nodeName, status.podIP and friends exist for env vars
+// only (kubelet's podFieldSelectorRuntimeValue) and are errors here, as in kubelet.
+import type {
+  V1Container,
+  V1DownwardAPIVolumeFile,
+  V1Pod,
+  V1ResourceFieldSelector,
+} from '@kubernetes/client-node';
+import { cleanPath, type FileProjection } from './atomic-writer.ts';
+import { validateQualifiedName } from './names.ts';
+import {
+  isZeroQuantity,
+  parseQuantity,
+  type Quantity,
+  quantityMilliValue,
+  quantityValue,
+} from './quantity.ts';
+
+// Go's unicode.IsPrint: letters, marks, numbers, punctuation, symbols and ASCII space.
+const printable = /^[\p{L}\p{M}\p{N}\p{P}\p{S} ]$/u;
+
+function hex(n: number, width: number): string {
+  return n.toString(16).padStart(width, '0');
+}
+
+/** Go's strconv.Quote (what %q prints for a string). */
+export function goQuote(s: string): string {
+  let out = '"';
+  for (const ch of s) {
+    let cp = ch.codePointAt(0)!;
+    // A lone surrogate cannot come out of Go's JSON decoder; it becomes U+FFFD.
+    if (cp >= 0xd800 && cp <= 0xdfff) cp = 0xfffd;
+    const c = String.fromCodePoint(cp);
+    if (c === '"' || c === '\\') out += `\\${c}`;
+    else if (printable.test(c)) out += c;
+    else if (cp === 0x07) out += '\\a';
+    else if (cp === 0x08) out += '\\b';
+    else if (cp === 0x0c) out += '\\f';
+    else if (cp === 0x0a) out += '\\n';
+    else if (cp === 0x0d) out += '\\r';
+    else if (cp === 0x09) out += '\\t';
+    else if (cp === 0x0b) out += '\\v';
+    else if (cp < 0x20 || cp === 0x7f) out += `\\x${hex(cp, 2)}`;
+    else if (cp < 0x10000) out += `\\u${hex(cp, 4)}`;
+    else out += `\\U${hex(cp, 8)}`;
+  }
+  return `${out}"`;
+}
+
+// Go sorts strings by their UTF-8 bytes; JS's default sort uses UTF-16 units.
+function compareBytes(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
+/** kubelet's FormatMap: `key="value"` lines sorted by key, %q-quoted values, no trailing newline. */
+export function formatMap(m: Record<string, string> | undefined): string {
+  if (!m) return '';
+  return Object.keys(m)
+    .sort(compareBytes)
+    .map((k) => `${k}=${goQuote(m[k])}`)
+    .join('\n');
+}
+
+/** SplitMaybeSubscriptedPath: `metadata.labels['k']` → ['metadata.labels', 'k']. */
+export function splitMaybeSubscriptedPath(fieldPath: string): [path: string, subscript: string] | undefined {
+  if (!fieldPath.endsWith("']")) return undefined;
+  const s = fieldPath.slice(0, -2);
+  const at = s.indexOf("['");
+  if (at <= 0) return undefined;
+  return [s.slice(0, at), s.slice(at + 2)];
+}
+
+/** ExtractFieldPathAsString for a pod, with kubelet's error messages. */
+export function extractFieldPathAsString(pod: V1Pod, fieldPath: string): string {
+  const meta = pod.metadata ?? {};
+  const split = splitMaybeSubscriptedPath(fieldPath);
+  if (split) {
+    const [path, subscript] = split;
+    switch (path) {
+      case 'metadata.annotations': {
+        // Annotation keys are validated case-insensitively, label keys are not.
+        const errs = validateQualifiedName(subscript.toLowerCase());
+        if (errs.length) throw new Error(`invalid key subscript in ${fieldPath}: ${errs.join(';')}`);
+        return meta.annotations?.[subscript] ?? '';
+      }
+      case 'metadata.labels': {
+        const errs = validateQualifiedName(subscript);
+        if (errs.length) throw new Error(`invalid key subscript in ${fieldPath}: ${errs.join(';')}`);
+        return meta.labels?.[subscript] ?? '';
+      }
+      default:
+        throw new Error(`fieldPath ${goQuote(fieldPath)} does not support subscript`);
+    }
+  }
+  switch (fieldPath) {
+    case 'metadata.annotations':
+      return formatMap(meta.annotations);
+    case 'metadata.labels':
+      return formatMap(meta.labels);
+    case 'metadata.name':
+      return meta.name ?? '';
+    case 'metadata.namespace':
+      return meta.namespace ?? '';
+    case 'metadata.uid':
+      return meta.uid ?? '';
+  }
+  throw new Error(`unsupported fieldPath: ${fieldPath}`);
+}
+
+function findContainerInPod(pod: V1Pod, containerName: string): V1Container {
+  const found =
+    pod.spec?.containers?.find((c) => c.name === containerName) ??
+    pod.spec?.initContainers?.find((c) => c.name === containerName);
+  if (!found) throw new Error(`container ${containerName} not found`);
+  return found;
+}
+
+type ResourceList = Record<string, string | number>;
+
+function parseResource(value: string | number, what: string): Quantity {
+  try {
+    // YAML may hand numbers (`cpu: 1`) where the API has quantity strings.
+    return parseQuantity(String(value));
+  } catch (err) {
+    throw new Error(`${what}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+function lookup(list: ResourceList | undefined, name: string, what: string): Quantity {
+  const v = list?.[name];
+  return v === undefined ? { nanos: 0n, format: 'DecimalSI' } : parseResource(v, `${what} ${name}`);
+}
+
+// math.Ceil(float64(a) / float64(b)) formatted as an int64, exactly as Go does it
+// (float64 division included, so huge values round the way kubelet's do).
+function ceilDiv(a: bigint, b: bigint): string {
+  return BigInt(Math.ceil(Number(a) / Number(b))).toString();
+}
+
+/**
+ * ExtractResourceValueByContainerNameAndNodeAllocatable: the value a
+ * resourceFieldRef renders to. Unset (or zero) cpu/memory/ephemeral-storage
+ * limits fall back to node allocatable; the result is rounded up to whole
+ * divisor units (cpu compared in millicores, the rest in units).
+ */
+export function extractResourceValue(
+  ref: V1ResourceFieldSelector,
+  pod: V1Pod,
+  containerName: string,
+  nodeAllocatable: Record<string, string>,
+): string {
+  const container = findContainerInPod(pod, containerName);
+  const what = `container ${containerName}`;
+  const requests = container.resources?.requests as ResourceList | undefined;
+  const limits: ResourceList = { ...(container.resources?.limits as ResourceList | undefined) };
+  // Hugepages are never overcommitted, so only these three default to allocatable.
+  for (const name of ['cpu', 'memory', 'ephemeral-storage']) {
+    const current = limits[name];
+    if (current === undefined || isZeroQuantity(parseResource(current, `${what} limits.${name}`))) {
+      const cap = nodeAllocatable[name];
+      if (cap !== undefined) limits[name] = cap;
+    }
+  }
+
+  let divisor = ref.divisor === undefined ? undefined : parseResource(ref.divisor, 'divisor');
+  if (!divisor || isZeroQuantity(divisor)) divisor = parseQuantity('1');
+
+  const milli = (q: Quantity) => ceilDiv(quantityMilliValue(q), quantityMilliValue(divisor));
+  const units = (q: Quantity) => ceilDiv(quantityValue(q), quantityValue(divisor));
+  switch (ref.resource) {
+    case 'limits.cpu':
+      return milli(lookup(limits, 'cpu', `${what} limits`));
+    case 'limits.memory':
+      return units(lookup(limits, 'memory', `${what} limits`));
+    case 'limits.ephemeral-storage':
+      return units(lookup(limits, 'ephemeral-storage', `${what} limits`));
+    case 'requests.cpu':
+      return milli(lookup(requests, 'cpu', `${what} requests`));
+    case 'requests.memory':
+      return units(lookup(requests, 'memory', `${what} requests`));
+    case 'requests.ephemeral-storage':
+      return units(lookup(requests, 'ephemeral-storage', `${what} requests`));
+  }
+  for (const kind of ['requests', 'limits'] as const) {
+    const prefix = `${kind}.`;
+    if (ref.resource.startsWith(prefix)) {
+      const name = ref.resource.slice(prefix.length);
+      if (name.startsWith('hugepages-')) {
+        return units(lookup(kind === 'requests' ? requests : limits, name, `${what} ${kind}`));
+      }
+    }
+  }
+  throw new Error(`unsupported container resource : ${ref.resource}`);
+}
+
+/**
+ * CollectData: one file per item, keyed by the cleaned path. A failing item
+ * still gets an (empty) entry and its error is collected, like kubelet, which
+ * then refuses the whole payload when any error occurred.
+ */
+export function collectDownwardAPIData(
+  items: V1DownwardAPIVolumeFile[] | undefined,
+  pod: V1Pod,
+  nodeAllocatable: Record<string, string>,
+  defaultMode: number,
+): { payload: Map<string, FileProjection>; errors: string[] } {
+  const payload = new Map<string, FileProjection>();
+  const errors: string[] = [];
+  for (const item of items ?? []) {
+    const projection: FileProjection = { data: '', mode: item.mode ?? defaultMode };
+    try {
+      if (item.fieldRef) {
+        projection.data = extractFieldPathAsString(pod, item.fieldRef.fieldPath);
+      } else if (item.resourceFieldRef) {
+        const ref = item.resourceFieldRef;
+        projection.data = extractResourceValue(ref, pod, ref.containerName ?? '', nodeAllocatable);
+      }
+    } catch (err) {
+      errors.push((err as Error).message);
+    }
+    payload.set(cleanPath(item.path), projection);
+  }
+  return { payload, errors };
+}

@@ -1,0 +1,68 @@
+// The shared SetUp/TearDown of the atomic-writer family (configMap, secret,
+// downwardAPI, projected): an emptyDir wrapper named wrapped_<vol> (tmpfs for
+// secret-bearing plugins) holds files written by the atomic writer.
+import { lstat } from 'node:fs/promises';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { VolumeHost } from '../volumehost/types.ts';
+import type { MounterArgs, Spec } from './types.ts';
+import { VolumeError } from './types.ts';
+import { type FileProjection, writeAtomically } from './util/atomic-writer.ts';
+import { setVolumeOwnership } from './volume-ownership.ts';
+
+export type WrapperMedium = '' | 'Memory';
+
+export const wrappedSpec = (medium: WrapperMedium): Spec => ({
+  volume: { name: 'wrapped', emptyDir: medium === '' ? {} : { medium } },
+  readOnly: false,
+});
+
+async function hasData(dir: string): Promise<boolean> {
+  try {
+    return (await lstat(`${dir}/..data`)).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
+export interface WrappedSetUp {
+  host: VolumeHost;
+  pod: V1Pod;
+  volumeName: string;
+  medium: WrapperMedium;
+  dir: string;
+  args: MounterArgs;
+  /** Built BEFORE anything is created, so a failure to fetch data leaves an existing volume untouched. */
+  payload: Map<string, FileProjection>;
+}
+
+export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
+  const wasSetUp = await hasData(s.dir);
+  const wrapper = s.host.newWrapperMounter(s.volumeName, wrappedSpec(s.medium), s.pod);
+  await wrapper.setUpAt(s.dir, s.args);
+  try {
+    const logContext = `pod ${s.pod.metadata?.namespace}/${s.pod.metadata?.name} volume ${s.volumeName}`;
+    await writeAtomically(s.dir, s.payload, {
+      logContext,
+      setPerms:
+        s.args.fsGroup === undefined ? undefined : () => setVolumeOwnership(s.dir, s.args.fsGroup as number, false),
+    });
+  } catch (err) {
+    // kubelet tears the wrapper down on any failure; doing that to a volume that
+    // was already serving a running pod would pull its files away, so only a
+    // first-time set-up is rolled back.
+    if (!wasSetUp) await tearDownWrapped(s.host, s.volumeName, s.medium, s.pod.metadata?.uid ?? '', s.dir).catch(() => {});
+    if (err instanceof VolumeError) throw err;
+    const msg = (err as Error).message;
+    throw new VolumeError(/invalid|must not|path/i.test(msg) ? 'InvalidPath' : 'WriteFailed', msg, { cause: err });
+  }
+}
+
+export async function tearDownWrapped(
+  host: VolumeHost,
+  volumeName: string,
+  medium: WrapperMedium,
+  podUID: string,
+  dir: string,
+): Promise<void> {
+  await host.newWrapperUnmounter(volumeName, wrappedSpec(medium), podUID).tearDownAt(dir);
+}

@@ -1,0 +1,108 @@
+// The VolumeHost the agent hands to plugins. In standalone mode (no cluster)
+// the API-backed functions fail with kubelet's standalone error; in cluster
+// mode a ClusterBackend supplies them.
+import { availableParallelism, hostname, totalmem } from 'node:os';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Mounter as MountInterface } from '../mount/types.ts';
+import type { VolumePluginMgr } from '../plugins/plugin-manager.ts';
+import type { Spec } from '../plugins/types.ts';
+import { createExec } from './exec.ts';
+import * as paths from './paths.ts';
+import type { CSIDriverLister, EventRecorder, Exec, VolumeHost } from './types.ts';
+
+export const standaloneError = 'not supported due to running podvol in standalone mode';
+
+/** What cluster mode adds; every member is optional so tests can supply only what they need. */
+export interface ClusterBackend {
+  kubeClient?: unknown;
+  getSecret?: ReturnType<VolumeHost['getSecretFunc']>;
+  getConfigMap?: ReturnType<VolumeHost['getConfigMapFunc']>;
+  getServiceAccountToken?: ReturnType<VolumeHost['getServiceAccountTokenFunc']>;
+  deleteServiceAccountToken?: (podUID: string) => void;
+  getTrustAnchorsByName?: VolumeHost['getTrustAnchorsByName'];
+  getTrustAnchorsBySigner?: VolumeHost['getTrustAnchorsBySigner'];
+  eventRecorder?: EventRecorder;
+  csiDrivers?: CSIDriverLister & { hasSynced(): boolean; waitForCacheSync(timeoutMs?: number): Promise<void> };
+  node?: () => { labels: Record<string, string>; allocatable: Record<string, string>; hostIP?: string } | undefined;
+}
+
+export interface VolumeHostOptions {
+  rootDir: string;
+  nodeName: string;
+  hostName?: string;
+  mounter: MountInterface;
+  pluginMgr: VolumePluginMgr;
+  exec?: Exec;
+  cluster?: ClusterBackend;
+  logger?: { warn(obj: object, msg: string): void };
+  /** Called when the host reports a problem that is not tied to one volume. */
+  onAgentError?: (err: Error | undefined) => void;
+}
+
+/** Allocatable of a node with nothing reserved, as kubelet's standalone node object has. */
+export function machineAllocatable(): Record<string, string> {
+  return { cpu: String(availableParallelism()), memory: String(totalmem()), pods: '110' };
+}
+
+const fail = (): Promise<never> => Promise.reject(new Error(standaloneError));
+
+export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
+  const { rootDir, cluster = {} } = opts;
+  const exec = opts.exec ?? createExec();
+  const logRecorder: EventRecorder = {
+    eventf(pod: V1Pod, type, reason, message) {
+      opts.logger?.warn(
+        { event: { type, reason }, pod: `${pod.metadata?.namespace}/${pod.metadata?.name}` },
+        message,
+      );
+    },
+  };
+  const renamed = (volumeName: string, spec: Spec): Spec =>
+    spec.volume ? { ...spec, volume: { ...spec.volume, name: `wrapped_${volumeName}` } } : spec;
+
+  const host: VolumeHost = {
+    getPluginDir: (p) => paths.pluginDir(rootDir, p),
+    getVolumeDevicePluginDir: (p) => paths.volumeDevicePluginDir(rootDir, p),
+    getPodsDir: () => paths.podsDir(rootDir),
+    getPodVolumeDir: (uid, plugin, vol) => paths.podVolumeDir(rootDir, uid, plugin, vol),
+    getPodPluginDir: (uid, plugin) => paths.podPluginDir(rootDir, uid, plugin),
+    getPodVolumeDeviceDir: (uid, plugin) => paths.podVolumeDeviceDir(rootDir, uid, plugin),
+    getKubeClient: () => cluster.kubeClient,
+    getMounter: () => opts.mounter,
+    getExec: () => exec,
+    getHostName: () => opts.hostName ?? hostname(),
+    getHostIP: () => cluster.node?.()?.hostIP,
+    getNodeName: () => opts.nodeName,
+    getNodeAllocatable: () => {
+      const fromApi = cluster.node?.()?.allocatable;
+      return fromApi && Object.keys(fromApi).length > 0 ? fromApi : machineAllocatable();
+    },
+    getNodeLabels: () => cluster.node?.()?.labels ?? { 'kubernetes.io/hostname': opts.nodeName },
+    getSecretFunc: () => cluster.getSecret ?? fail,
+    getConfigMapFunc: () => cluster.getConfigMap ?? fail,
+    getServiceAccountTokenFunc: () => cluster.getServiceAccountToken ?? fail,
+    deleteServiceAccountTokenFunc: () => cluster.deleteServiceAccountToken ?? (() => {}),
+    getTrustAnchorsByName: (name, allowMissing) =>
+      cluster.getTrustAnchorsByName ? cluster.getTrustAnchorsByName(name, allowMissing) : fail(),
+    getTrustAnchorsBySigner: (signer, selector, allowMissing) =>
+      cluster.getTrustAnchorsBySigner ? cluster.getTrustAnchorsBySigner(signer, selector, allowMissing) : fail(),
+    getEventRecorder: () => cluster.eventRecorder ?? logRecorder,
+    csiDriverLister: () => cluster.csiDrivers,
+    csiDriversSynced: () => cluster.csiDrivers?.hasSynced() ?? false,
+    waitForCacheSync: async (timeoutMs) => {
+      if (!cluster.csiDrivers) throw new Error('csiDriversSynced not found on VolumeHost');
+      await cluster.csiDrivers.waitForCacheSync(timeoutMs);
+    },
+    setAgentError: (err) => opts.onAgentError?.(err),
+    newWrapperMounter: (volumeName, spec, pod) => {
+      const wrapped = renamed(volumeName, spec);
+      return opts.pluginMgr.findPluginBySpec(wrapped).newMounter(wrapped, pod);
+    },
+    newWrapperUnmounter: (volumeName, spec, podUID) => {
+      const wrapped = renamed(volumeName, spec);
+      return opts.pluginMgr.findPluginBySpec(wrapped).newUnmounter(wrapped.volume?.name ?? volumeName, podUID);
+    },
+    findPluginBySpec: (spec) => opts.pluginMgr.findPluginBySpec(spec),
+  };
+  return host;
+}

@@ -1,0 +1,265 @@
+// Service-account token manager, modelled on kubelet's pkg/kubelet/token/token_manager.go:
+// tokens requested through the TokenRequest API are cached per (sa, namespace, audiences,
+// expirationSeconds, boundObjectRef) and refreshed at ~80 % of their lifetime or after 24 h,
+// so every remount of a projected volume does not cost an API call.
+import { type AuthenticationV1TokenRequest, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+
+/** Minimal structured logger; a pino Logger satisfies it. */
+export interface KubeLogger {
+  debug(obj: object, msg: string): void;
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export interface TokenManager {
+  getServiceAccountToken(
+    namespace: string,
+    serviceAccountName: string,
+    tr: AuthenticationV1TokenRequest,
+  ): Promise<AuthenticationV1TokenRequest>;
+  /** Forget every token bound to this pod (called when its projected volumes are torn down). */
+  deleteServiceAccountToken(podUID: string): void;
+  stop(): void;
+}
+
+export interface TokenManagerOptions {
+  kubeConfig: KubeConfig;
+  /** Wall clock in ms since the epoch (tests move it). */
+  now?: () => number;
+  /** Uniform [0,1) source for the refresh jitter. */
+  random?: () => number;
+  logger?: KubeLogger;
+}
+
+const MAX_TTL_MS = 24 * 60 * 60 * 1000;
+const GC_PERIOD_MS = 60 * 1000;
+const MAX_JITTER_SECONDS = 10;
+
+// kubelet says "when kubelet is in standalone mode"; we keep its prefix so log searches for
+// "cannot use TokenManager when" find both, and name ourselves in the rest.
+export const STANDALONE_TOKEN_MANAGER_ERROR = 'cannot use TokenManager when podvol is in standalone mode';
+export const TOKEN_REQUEST_NOT_ENABLED_ERROR = 'the API server does not have TokenRequest endpoints enabled';
+
+/** A manager for runs without an API server: every request fails with kubelet's standalone error. */
+export function createStandaloneTokenManager(): TokenManager {
+  return {
+    getServiceAccountToken: () => Promise.reject(new Error(STANDALONE_TOKEN_MANAGER_ERROR)),
+    deleteServiceAccountToken: () => {},
+    stop: () => {},
+  };
+}
+
+function toMs(t: Date | string | undefined): number | undefined {
+  if (t === undefined) return undefined;
+  const ms = t instanceof Date ? t.getTime() : Date.parse(t);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+/**
+ * Whether a cached token must be replaced (kubelet's requiresRefresh): older than 24 h minus
+ * jitter, within 20 % of its TTL (plus jitter) of expiry, or issued "in the future" because
+ * the clock went backwards. A token without expirationSeconds is never refreshed.
+ */
+export function requiresRefresh(tr: AuthenticationV1TokenRequest, nowMs: number, jitterMs: number): boolean {
+  const expSeconds = tr.spec?.expirationSeconds;
+  const exp = toMs(tr.status?.expirationTimestamp);
+  if (expSeconds === undefined || expSeconds === null) return false;
+  // No expiry on a cached token cannot be trusted: fetch a proper one.
+  if (exp === undefined) return true;
+  const iat = exp - expSeconds * 1000;
+  if (nowMs > iat + MAX_TTL_MS - jitterMs) return true;
+  // Go: (expirationSeconds*20)/100 in integer seconds.
+  if (nowMs > exp - Math.trunc((expSeconds * 20) / 100) * 1000 - jitterMs) return true;
+  if (nowMs < iat) return true;
+  return false;
+}
+
+/** Go's %q for a string, close enough for a log-safe key (JSON escaping matches for printable text). */
+function quote(s: string | undefined): string {
+  return JSON.stringify(s ?? '');
+}
+
+/**
+ * kubelet's cache key: fmt.Sprintf("%q/%q/%#v/%#v/%#v", name, namespace, audiences, exp, ref).
+ * It never contains the token, so it is safe to log.
+ */
+export function tokenCacheKey(name: string, namespace: string, tr: AuthenticationV1TokenRequest): string {
+  const aud = tr.spec?.audiences;
+  const audiences = aud ? `[]string{${aud.map(quote).join(', ')}}` : '[]string(nil)';
+  const exp = tr.spec?.expirationSeconds ?? 0;
+  const r = tr.spec?.boundObjectRef ?? {};
+  const ref =
+    `v1.BoundObjectReference{Kind:${quote(r.kind)}, APIVersion:${quote(r.apiVersion)}, ` +
+    `Name:${quote(r.name)}, UID:${quote(r.uid)}}`;
+  return `${quote(name)}/${quote(namespace)}/${audiences}/${exp}/${ref}`;
+}
+
+/** HTTP status of a client-node ApiException (or any error carrying a numeric code). */
+export function kubeErrorCode(err: unknown): number | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'number' ? code : undefined;
+}
+
+const STATUS_WORDS: Record<number, string> = {
+  401: 'Unauthorized',
+  403: 'forbidden',
+  404: 'not found',
+  409: 'already exists',
+  410: 'gone',
+  422: 'invalid',
+  429: 'too many requests',
+};
+
+/**
+ * A one-line description of a client-node error without its headers or request body:
+ * the API server's Status message when there is one (which, like Go's StatusError, reads
+ * `... is forbidden: User ...`), otherwise the HTTP status, otherwise the transport error.
+ */
+export function describeKubeError(err: unknown): string {
+  const code = kubeErrorCode(err);
+  if (code !== undefined && typeof err === 'object' && err !== null && 'body' in err) {
+    const body = (err as { body?: unknown }).body;
+    let status: unknown = body;
+    if (typeof body === 'string') {
+      try {
+        status = JSON.parse(body);
+      } catch {
+        status = undefined;
+      }
+    }
+    const message = (status as { message?: unknown } | undefined)?.message;
+    const word = STATUS_WORDS[code] ?? 'request failed';
+    if (typeof message === 'string' && message !== '') {
+      // Keep "forbidden" findable even if an API server words its Status differently.
+      return code === 403 && !/forbidden/i.test(message) ? `forbidden: ${message}` : message;
+    }
+    return `${word} (HTTP ${code})`;
+  }
+  if (err instanceof Error) {
+    const cause = (err as { cause?: unknown }).cause;
+    const causeText = cause instanceof Error ? cause.message : undefined;
+    return causeText && causeText !== err.message ? `${err.message}: ${causeText}` : err.message;
+  }
+  return String(err);
+}
+
+interface CacheEntry {
+  tr: AuthenticationV1TokenRequest;
+  // The pod the token is bound to, from the response or, failing that, our request.
+  podUID: string | undefined;
+}
+
+export function createTokenManager(opts: TokenManagerOptions): TokenManager {
+  const now = opts.now ?? Date.now;
+  const random = opts.random ?? Math.random;
+  const logger = opts.logger;
+  const core = opts.kubeConfig.makeApiClient(CoreV1Api);
+  const cache = new Map<string, CacheEntry>();
+  // Concurrent SetUps of the same volume share one TokenRequest instead of racing.
+  const inflight = new Map<string, Promise<AuthenticationV1TokenRequest>>();
+  let tokenRequestSupported: Promise<boolean> | undefined;
+
+  const expired = (tr: AuthenticationV1TokenRequest): boolean => {
+    const exp = toMs(tr.status?.expirationTimestamp);
+    return exp === undefined || now() > exp;
+  };
+
+  const jitterMs = (): number => Math.trunc(random() * MAX_JITTER_SECONDS) * 1000;
+
+  // Asked once, only to turn a 404 into a clearer error (kubelet does the same).
+  const supportsTokenRequest = (): Promise<boolean> => {
+    tokenRequestSupported ??= core.getAPIResources().then(
+      (list) => list.resources.some((r) => r.name === 'serviceaccounts/token'),
+      () => {
+        tokenRequestSupported = undefined;
+        return true;
+      },
+    );
+    return tokenRequestSupported;
+  };
+
+  const fetchToken = async (
+    name: string,
+    namespace: string,
+    tr: AuthenticationV1TokenRequest,
+  ): Promise<AuthenticationV1TokenRequest> => {
+    try {
+      return await core.createNamespacedServiceAccountToken({ name, namespace, body: tr });
+    } catch (err) {
+      if (kubeErrorCode(err) === 404 && !(await supportsTokenRequest())) {
+        throw new Error(TOKEN_REQUEST_NOT_ENABLED_ERROR);
+      }
+      throw new Error(describeKubeError(err));
+    }
+  };
+
+  const refresh = async (
+    key: string,
+    name: string,
+    namespace: string,
+    tr: AuthenticationV1TokenRequest,
+  ): Promise<AuthenticationV1TokenRequest> => {
+    const cached = cache.get(key);
+    let fresh: AuthenticationV1TokenRequest;
+    try {
+      fresh = await fetchToken(name, namespace, tr);
+    } catch (err) {
+      const msg = (err as Error).message;
+      if (!cached) throw new Error(`failed to fetch token: ${msg}`);
+      if (expired(cached.tr)) throw new Error(`token ${key} expired and refresh failed: ${msg}`);
+      logger?.warn({ cacheKey: key, err: msg }, "Couldn't update token");
+      return cached.tr;
+    }
+    if (!fresh.status?.token) {
+      if (!cached || expired(cached.tr))
+        throw new Error('failed to fetch token: the API server returned no token');
+      return cached.tr;
+    }
+    // Older or partial servers may not echo the spec; refresh arithmetic needs it.
+    fresh.spec ??= { ...tr.spec };
+    fresh.spec.expirationSeconds ??= tr.spec?.expirationSeconds;
+    cache.set(key, {
+      tr: fresh,
+      podUID: fresh.spec.boundObjectRef?.uid ?? tr.spec?.boundObjectRef?.uid,
+    });
+    return fresh;
+  };
+
+  const cleanup = (): void => {
+    for (const [key, entry] of cache) {
+      if (expired(entry.tr)) cache.delete(key);
+    }
+  };
+  const gcTimer = setInterval(cleanup, GC_PERIOD_MS);
+  gcTimer.unref();
+
+  return {
+    async getServiceAccountToken(namespace, serviceAccountName, tr) {
+      const key = tokenCacheKey(serviceAccountName, namespace, tr);
+      const cached = cache.get(key);
+      if (cached) {
+        if (cached.tr.spec?.expirationSeconds === undefined) {
+          logger?.error({ cacheKey: key }, 'Expiration seconds was nil for token request');
+        }
+        if (!requiresRefresh(cached.tr, now(), jitterMs())) return cached.tr;
+      }
+      const pending = inflight.get(key);
+      if (pending) return pending;
+      const p = refresh(key, serviceAccountName, namespace, tr).finally(() => inflight.delete(key));
+      inflight.set(key, p);
+      return p;
+    },
+
+    deleteServiceAccountToken(podUID) {
+      for (const [key, entry] of cache) {
+        if (entry.podUID === podUID) cache.delete(key);
+      }
+    },
+
+    stop() {
+      clearInterval(gcTimer);
+    },
+  };
+}

@@ -1,0 +1,366 @@
+// ClusterTrustBundle access for projected volumes, after kubelet's
+// pkg/kubelet/clustertrustbundle/clustertrustbundle_manager.go: find the newest
+// certificates.k8s.io version that serves clustertrustbundles, then turn one named bundle,
+// or every bundle of a signer matching a label selector, into a deduplicated PEM bundle.
+import { createHash } from 'node:crypto';
+import {
+  CertificatesApi,
+  CertificatesV1Api,
+  CertificatesV1alpha1Api,
+  CertificatesV1beta1Api,
+  type KubeConfig,
+  KubernetesObjectApi,
+  type V1LabelSelector,
+} from '@kubernetes/client-node';
+import { describeKubeError, type KubeLogger, kubeErrorCode } from './token-manager.ts';
+
+export interface TrustBundleManager {
+  getTrustAnchorsByName(name: string, allowMissing: boolean): Promise<string>;
+  getTrustAnchorsBySigner(
+    signerName: string,
+    labelSelector: V1LabelSelector | undefined,
+    allowMissing: boolean,
+  ): Promise<string>;
+}
+
+export interface TrustBundleManagerOptions {
+  kubeConfig: KubeConfig;
+  logger?: KubeLogger;
+  /**
+   * How long a normalized bundle is reused. kubelet keeps entries 5 min but drops them on
+   * informer events; without an informer we re-read sooner so rotations show up quickly.
+   */
+  cacheTTLMs?: number;
+  now?: () => number;
+  /** Seeds the per-process certificate order (see normalizeTrustAnchors). */
+  random?: () => number;
+}
+
+const GROUP = 'certificates.k8s.io';
+// Newest first, like kubelet's ensureManagerSet.
+const VERSIONS = ['v1', 'v1beta1', 'v1alpha1'] as const;
+type CtbVersion = (typeof VERSIONS)[number];
+const MAX_LABEL_SELECTOR_LENGTH = 100 * 1024;
+const DEFAULT_CACHE_TTL_MS = 30 * 1000;
+const CACHE_MAX_ENTRIES = 1000;
+
+// kubelet: "... is not supported in static kubelet mode"; same prefix, our name.
+export const STANDALONE_TRUST_BUNDLE_ERROR =
+  'ClusterTrustBundle projection is not supported in static podvol mode';
+
+/** A manager for runs without an API server. */
+export function createStandaloneTrustBundleManager(): TrustBundleManager {
+  const fail = (): Promise<string> => Promise.reject(new Error(STANDALONE_TRUST_BUNDLE_ERROR));
+  return { getTrustAnchorsByName: fail, getTrustAnchorsBySigner: fail };
+}
+
+// --- label selectors (metav1.LabelSelectorAsSelector) -------------------------------------
+
+interface Requirement {
+  key: string;
+  op: 'in' | 'notin' | 'exists' | '!' | '=';
+  values: string[];
+}
+
+/**
+ * Parsed selector: `null` means "match nothing" (a nil selector in the projection, as
+ * kubelet treats it); an empty array means "match everything".
+ */
+export type ParsedLabelSelector = Requirement[] | null;
+
+export function parseLabelSelector(sel: V1LabelSelector | undefined | null): ParsedLabelSelector {
+  if (sel === undefined || sel === null) return null;
+  const reqs: Requirement[] = [];
+  for (const [key, value] of Object.entries(sel.matchLabels ?? {})) {
+    reqs.push({ key, op: '=', values: [value] });
+  }
+  for (const expr of sel.matchExpressions ?? []) {
+    const values = [...(expr.values ?? [])];
+    switch (expr.operator) {
+      case 'In':
+      case 'NotIn':
+        if (values.length === 0) {
+          throw new Error("for 'in', 'notin' operators, values set can't be empty");
+        }
+        reqs.push({ key: expr.key, op: expr.operator === 'In' ? 'in' : 'notin', values: values.sort() });
+        break;
+      case 'Exists':
+      case 'DoesNotExist':
+        if (values.length !== 0) {
+          throw new Error('values set must be empty for exists and does not exist');
+        }
+        reqs.push({ key: expr.key, op: expr.operator === 'Exists' ? 'exists' : '!', values: [] });
+        break;
+      default:
+        throw new Error(`${JSON.stringify(expr.operator)} is not a valid label selector operator`);
+    }
+  }
+  // labels.Selector.String() orders requirements by key.
+  return reqs.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/** The query-string form, as labels.Selector.String() prints it. */
+export function labelSelectorString(reqs: Requirement[]): string {
+  return reqs
+    .map((r) => {
+      switch (r.op) {
+        case '=':
+          return `${r.key}=${r.values[0]}`;
+        case 'in':
+        case 'notin':
+          return `${r.key} ${r.op} (${r.values.join(',')})`;
+        case 'exists':
+          return r.key;
+        case '!':
+          return `!${r.key}`;
+      }
+      return '';
+    })
+    .join(',');
+}
+
+export function labelsMatch(reqs: ParsedLabelSelector, labels: Record<string, string> | undefined): boolean {
+  if (reqs === null) return false;
+  const l = labels ?? {};
+  return reqs.every((r) => {
+    const has = Object.hasOwn(l, r.key);
+    switch (r.op) {
+      case '=':
+        return has && l[r.key] === r.values[0];
+      case 'in':
+        return has && r.values.includes(l[r.key]);
+      case 'notin':
+        return !has || !r.values.includes(l[r.key]);
+      case 'exists':
+        return has;
+      case '!':
+        return !has;
+    }
+    return false;
+  });
+}
+
+// --- PEM normalization ------------------------------------------------------------------
+
+const PEM_BLOCK = /-----BEGIN ([^\n]*?)-----\r?\n([\s\S]*?)-----END \1-----/g;
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** The DER payloads of every well-formed PEM block, like repeated Go pem.Decode calls. */
+export function pemBlocks(text: string): Buffer[] {
+  const out: Buffer[] = [];
+  for (const m of text.matchAll(PEM_BLOCK)) {
+    let lines = m[2].split(/\r?\n/);
+    // RFC 1421 headers ("Proc-Type: ...") end at the first blank line; they are not payload.
+    if (lines[0]?.includes(':')) {
+      const blank = lines.findIndex((line) => line.trim() === '');
+      lines = blank === -1 ? [] : lines.slice(blank + 1);
+    }
+    const b64 = lines.join('').replace(/[ \t\r]/g, '');
+    if (b64.length % 4 !== 0 || !BASE64.test(b64)) continue;
+    out.push(Buffer.from(b64, 'base64'));
+  }
+  return out;
+}
+
+function encodeCertificate(der: Buffer): string {
+  const b64 = der.toString('base64');
+  const lines = b64.match(/.{1,64}/g) ?? [];
+  return `-----BEGIN CERTIFICATE-----\n${lines.map((l) => `${l}\n`).join('')}-----END CERTIFICATE-----\n`;
+}
+
+/**
+ * Deduplicate certificates across bundles by their DER bytes and re-encode them as
+ * CERTIFICATE blocks. kubelet sorts the set and then shuffles it, so the order differs
+ * between kubelet restarts (nobody should depend on it) yet is stable while running; we
+ * get the same property by ordering on a keyed hash, which additionally keeps the relative
+ * order of unchanged certificates when one is added, so files are not rewritten needlessly.
+ */
+export function normalizeTrustAnchors(bundles: string[], orderSeed: string): string {
+  const unique = new Map<string, Buffer>();
+  for (const bundle of bundles) {
+    for (const der of pemBlocks(bundle)) unique.set(der.toString('base64'), der);
+  }
+  const rank = (der: Buffer): string => createHash('sha256').update(orderSeed).update(der).digest('hex');
+  return [...unique.values()]
+    .map((der) => ({ der, rank: rank(der) }))
+    .sort((a, b) => (a.rank < b.rank ? -1 : a.rank > b.rank ? 1 : Buffer.compare(a.der, b.der)))
+    .map((e) => encodeCertificate(e.der))
+    .join('');
+}
+
+// --- manager ---------------------------------------------------------------------------
+
+interface ClusterTrustBundleObject {
+  metadata?: { name?: string; labels?: Record<string, string> };
+  spec?: { signerName?: string; trustBundle?: string };
+}
+
+export function createTrustBundleManager(opts: TrustBundleManagerOptions): TrustBundleManager {
+  const { kubeConfig, logger } = opts;
+  const now = opts.now ?? Date.now;
+  const cacheTTLMs = opts.cacheTTLMs ?? DEFAULT_CACHE_TTL_MS;
+  const orderSeed = (opts.random ?? Math.random)().toString();
+  const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
+  const cache = new Map<string, { value: string; expiresAt: number }>();
+  // A found version is kept for the process lifetime (kubelet never re-discovers); "none
+  // served" is re-checked after the cache TTL so enabling the API later is picked up.
+  let version: CtbVersion | undefined;
+  let noneUntil = 0;
+  let discovering: Promise<CtbVersion | undefined> | undefined;
+
+  const resourcesServed = async (v: CtbVersion): Promise<boolean> => {
+    const api =
+      v === 'v1'
+        ? kubeConfig.makeApiClient(CertificatesV1Api)
+        : v === 'v1beta1'
+          ? kubeConfig.makeApiClient(CertificatesV1beta1Api)
+          : kubeConfig.makeApiClient(CertificatesV1alpha1Api);
+    try {
+      const list = await api.getAPIResources();
+      return list.resources.some((r) => r.name === 'clustertrustbundles');
+    } catch (err) {
+      if (kubeErrorCode(err) === 404) return false;
+      throw err;
+    }
+  };
+
+  const discover = async (): Promise<CtbVersion | undefined> => {
+    let served: string[];
+    try {
+      const group = await kubeConfig.makeApiClient(CertificatesApi).getAPIGroup();
+      served = group.versions.map((v) => v.version);
+    } catch (err) {
+      if (kubeErrorCode(err) === 404) return undefined;
+      throw err;
+    }
+    for (const v of VERSIONS) {
+      if (served.includes(v) && (await resourcesServed(v))) return v;
+    }
+    return undefined;
+  };
+
+  const ensureVersion = async (): Promise<CtbVersion> => {
+    if (version) return version;
+    if (now() < noneUntil) throw new Error(STANDALONE_TRUST_BUNDLE_ERROR);
+    discovering ??= discover().finally(() => {
+      discovering = undefined;
+    });
+    let found: CtbVersion | undefined;
+    try {
+      found = await discovering;
+    } catch (err) {
+      throw new Error(
+        'failed to ensure informer manager for ClusterTrustBundles: ' +
+          `failed to determine which informer manager to choose: ${describeKubeError(err)}`,
+      );
+    }
+    if (!found) {
+      if (noneUntil === 0) {
+        logger?.info({}, 'No version of the ClusterTrustBundle API was found');
+      }
+      noneUntil = now() + cacheTTLMs;
+      throw new Error(STANDALONE_TRUST_BUNDLE_ERROR);
+    }
+    if (!version) logger?.info({ apiGroup: `${GROUP}/${found}` }, 'Using ClusterTrustBundle API');
+    version = found;
+    return found;
+  };
+
+  const cached = (key: string): string | undefined => {
+    const hit = cache.get(key);
+    if (!hit) return undefined;
+    if (now() >= hit.expiresAt) {
+      cache.delete(key);
+      return undefined;
+    }
+    return hit.value;
+  };
+
+  const remember = (key: string, value: string): void => {
+    if (cache.size >= CACHE_MAX_ENTRIES) {
+      const oldest = cache.keys().next().value;
+      if (oldest !== undefined) cache.delete(oldest);
+    }
+    cache.set(key, { value, expiresAt: now() + cacheTTLMs });
+  };
+
+  return {
+    async getTrustAnchorsByName(name, allowMissing) {
+      const v = await ensureVersion();
+      const key = `name\u0000${name}`;
+      const hit = cached(key);
+      if (hit !== undefined) return hit;
+      let ctb: ClusterTrustBundleObject;
+      try {
+        ctb = await objects.read<ClusterTrustBundleObject & { metadata: { name: string } }>({
+          apiVersion: `${GROUP}/${v}`,
+          kind: 'ClusterTrustBundle',
+          metadata: { name },
+        });
+      } catch (err) {
+        if (kubeErrorCode(err) === 404 && allowMissing) return '';
+        throw new Error(`while getting ClusterTrustBundle: ${describeKubeError(err)}`);
+      }
+      const pem = normalizeTrustAnchors([ctb.spec?.trustBundle ?? ''], orderSeed);
+      remember(key, pem);
+      return pem;
+    },
+
+    async getTrustAnchorsBySigner(signerName, labelSelector, allowMissing) {
+      const v = await ensureVersion();
+      let reqs: ParsedLabelSelector;
+      try {
+        reqs = parseLabelSelector(labelSelector);
+      } catch (err) {
+        throw new Error(`while parsing label selector: ${(err as Error).message}`);
+      }
+      const selector = reqs === null ? '' : labelSelectorString(reqs);
+      if (selector.length > MAX_LABEL_SELECTOR_LENGTH) {
+        throw new Error(
+          `label selector length (${selector.length}) is larger than ${MAX_LABEL_SELECTOR_LENGTH}`,
+        );
+      }
+      const key = `signer\u0000${signerName}\u0000${reqs === null ? '\u0000nothing' : selector}`;
+      const hit = cached(key);
+      if (hit !== undefined) return hit;
+
+      let items: ClusterTrustBundleObject[] = [];
+      // A nil selector matches nothing; no need to ask the API server.
+      if (reqs !== null) {
+        try {
+          const list = await objects.list<ClusterTrustBundleObject & { metadata: { name: string } }>(
+            `${GROUP}/${v}`,
+            'ClusterTrustBundle',
+            undefined,
+            undefined,
+            undefined,
+            undefined,
+            `spec.signerName=${signerName}`,
+            selector === '' ? undefined : selector,
+          );
+          items = list.items;
+        } catch (err) {
+          throw new Error(
+            `while listing ClusterTrustBundles matching label selector ${JSON.stringify(selector)}: ` +
+              describeKubeError(err),
+          );
+        }
+      }
+      // kubelet filters the signer itself; re-checking both costs nothing and guards
+      // against a server that ignored a selector.
+      const matching = items.filter(
+        (ctb) => ctb.spec?.signerName === signerName && labelsMatch(reqs, ctb.metadata?.labels),
+      );
+      if (matching.length === 0) {
+        if (allowMissing) return '';
+        throw new Error('combination of signerName and labelSelector matched zero ClusterTrustBundles');
+      }
+      const pem = normalizeTrustAnchors(
+        matching.map((ctb) => ctb.spec?.trustBundle ?? ''),
+        orderSeed,
+      );
+      remember(key, pem);
+      return pem;
+    },
+  };
+}

@@ -1,0 +1,24 @@
+// kubelet's directory getters (pkg/kubelet/kubelet_getters.go), as plain functions
+// over the root directory so the agent, plugins and `podvol plan` agree on them.
+import { join } from 'node:path';
+
+export const escapeQualifiedName = (name: string): string => name.replaceAll('/', '~');
+export const unescapeQualifiedName = (name: string): string => name.replaceAll('~', '/');
+
+export const podsDir = (root: string) => join(root, 'pods');
+export const podDir = (root: string, uid: string) => join(root, 'pods', uid);
+export const podVolumesDir = (root: string, uid: string) => join(podDir(root, uid), 'volumes');
+export const podVolumeDir = (root: string, uid: string, escapedPlugin: string, volume: string) =>
+  join(podVolumesDir(root, uid), escapedPlugin, volume);
+export const podPluginsDir = (root: string, uid: string) => join(podDir(root, uid), 'plugins');
+export const podPluginDir = (root: string, uid: string, escapedPlugin: string) =>
+  join(podPluginsDir(root, uid), escapedPlugin);
+export const podVolumeDevicesDir = (root: string, uid: string) => join(podDir(root, uid), 'volumeDevices');
+export const podVolumeDeviceDir = (root: string, uid: string, escapedPlugin: string) =>
+  join(podVolumeDevicesDir(root, uid), escapedPlugin);
+export const pluginsDir = (root: string) => join(root, 'plugins');
+/** Not escaped, as in kubelet: kubernetes.io/csi becomes nested directories. */
+export const pluginDir = (root: string, plugin: string) => join(pluginsDir(root), plugin);
+export const volumeDevicePluginDir = (root: string, plugin: string) => join(pluginDir(root, plugin), 'volumeDevices');
+/** podvol's own per-volume records, used to rebuild state after a restart. */
+export const podVolumeRecordsDir = (root: string, uid: string) => join(podDir(root, uid), 'podvol');

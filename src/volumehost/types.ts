@@ -1,0 +1,74 @@
+// kubelet's VolumeHost (pkg/volume/plugins.go) plus KubeletVolumeHost extras:
+// everything a plugin may ask of the node agent. Plugins see only this
+// interface; the agent builds one per process (standalone or cluster-backed).
+import type {
+  AuthenticationV1TokenRequest,
+  V1ConfigMap,
+  V1LabelSelector,
+  V1Pod,
+  V1Secret,
+  V1CSIDriver,
+} from '@kubernetes/client-node';
+import type { Mounter as MountInterface } from '../mount/types.ts';
+import type { Mounter, Spec, Unmounter, VolumePlugin } from '../plugins/types.ts';
+
+export interface Exec {
+  /** Runs argv (never a shell) with a timeout; resolves with combined output. */
+  run(file: string, args: string[], timeoutMs?: number): Promise<{ exitCode: number; output: string }>;
+}
+
+export interface EventRecorder {
+  eventf(pod: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string): void;
+}
+
+export interface CSIDriverLister {
+  get(name: string): V1CSIDriver | undefined;
+  list(): V1CSIDriver[];
+}
+
+export interface VolumeHost {
+  // Directories, laid out exactly as kubelet's.
+  getPluginDir(pluginName: string): string;
+  getVolumeDevicePluginDir(pluginName: string): string;
+  getPodsDir(): string;
+  getPodVolumeDir(podUID: string, escapedPluginName: string, volumeName: string): string;
+  getPodPluginDir(podUID: string, escapedPluginName: string): string;
+  getPodVolumeDeviceDir(podUID: string, escapedPluginName: string): string;
+
+  getKubeClient(): unknown | undefined;
+  getMounter(): MountInterface;
+  getExec(): Exec;
+  getHostName(): string;
+  getHostIP(): string | undefined;
+  getNodeName(): string;
+  getNodeAllocatable(): Record<string, string>;
+  getNodeLabels(): Record<string, string>;
+
+  getSecretFunc(): (namespace: string, name: string) => Promise<V1Secret>;
+  getConfigMapFunc(): (namespace: string, name: string) => Promise<V1ConfigMap>;
+  getServiceAccountTokenFunc(): (
+    namespace: string,
+    name: string,
+    tr: AuthenticationV1TokenRequest,
+  ) => Promise<AuthenticationV1TokenRequest>;
+  deleteServiceAccountTokenFunc(): (podUID: string) => void;
+  getTrustAnchorsByName(name: string, allowMissing: boolean): Promise<string>;
+  getTrustAnchorsBySigner(
+    signerName: string,
+    labelSelector: V1LabelSelector | undefined,
+    allowMissing: boolean,
+  ): Promise<string>;
+
+  getEventRecorder(): EventRecorder;
+  csiDriverLister(): CSIDriverLister | undefined;
+  csiDriversSynced(): boolean;
+  waitForCacheSync(timeoutMs?: number): Promise<void>;
+  setAgentError(err: Error | undefined): void;
+
+  /** Resolves a plugin for `spec` renamed to `wrapped_<volumeName>` (kubelet's wrapper volumes). */
+  newWrapperMounter(volumeName: string, spec: Spec, pod: V1Pod): Mounter;
+  newWrapperUnmounter(volumeName: string, spec: Spec, podUID: string): Unmounter;
+
+  /** The plugin manager this host serves; wrapper resolution needs it. */
+  findPluginBySpec(spec: Spec): VolumePlugin;
+}

@@ -1,0 +1,247 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import {
+  CONFIG_HASH_ANNOTATION,
+  CONFIG_SOURCE_ANNOTATION,
+  MAX_MANIFEST_BYTES,
+  parseManifestFile,
+  staticPodName,
+  staticPodUID,
+} from '../../../src/agent/pods/manifest.ts';
+
+const pod = (name: string, extra = '') => `apiVersion: v1
+kind: Pod
+metadata:
+  name: ${name}
+${extra}spec:
+  containers:
+    - name: app
+      image: busybox
+`;
+
+describe('parseManifestFile', () => {
+  test('reads every Pod document of a multi-document YAML file and ignores empty documents', () => {
+    const text = `${pod('one')}---\n---\n# just a comment\n---\n${pod('two')}`;
+    const { pods, errors } = parseManifestFile(text, '/m/pods.yaml', 'node-a');
+    assert.deepEqual(errors, []);
+    assert.deepEqual(
+      pods.map((p) => p.metadata?.name),
+      ['one-node-a', 'two-node-a'],
+    );
+  });
+
+  test('reads a JSON manifest', () => {
+    const json = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'from-json', namespace: 'tools' },
+      spec: { containers: [{ name: 'app', image: 'busybox' }], volumes: [{ name: 'd', emptyDir: {} }] },
+    });
+    const { pods, errors } = parseManifestFile(json, '/m/pod.json', 'node-a');
+    assert.deepEqual(errors, []);
+    assert.equal(pods[0].metadata?.name, 'from-json-node-a');
+    assert.equal(pods[0].metadata?.namespace, 'tools');
+    assert.deepEqual(pods[0].spec?.volumes, [{ name: 'd', emptyDir: {} }]);
+  });
+
+  test('reports invalid JSON without throwing or quoting the document', () => {
+    const { pods, errors } = parseManifestFile('{"apiVersion": "v1", "secret": tok3n', '/m/bad.json', 'n');
+    assert.deepEqual(pods, []);
+    assert.equal(errors.length, 1);
+    assert.equal(errors[0].reason, 'ParseError');
+    assert.equal(errors[0].file, '/m/bad.json');
+    assert.match(errors[0].message, /^invalid JSON/);
+    assert.doesNotMatch(errors[0].message, /tok3n/);
+  });
+
+  test('a YAML syntax error in one document does not lose the others', () => {
+    const text = `${pod('good')}---\nkind: [\n`;
+    const { pods, errors } = parseManifestFile(text, '/m/mixed.yaml', 'n');
+    assert.deepEqual(
+      pods.map((p) => p.metadata?.name),
+      ['good-n'],
+    );
+    assert.equal(errors.length, 1);
+    assert.equal(errors[0].reason, 'ParseError');
+    assert.equal(errors[0].document, 2);
+    assert.match(errors[0].message, /^invalid YAML: .*line \d+/);
+  });
+
+  test('documents that are not v1 Pods are reported with a clear reason', () => {
+    const text = [
+      'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n',
+      'apiVersion: v2\nkind: Pod\nmetadata: {name: p}\n',
+      'metadata: {name: nokind}\n',
+      'apiVersion: v1\nkind: PodList\nitems: []\n',
+      '- just\n- a list\n',
+      'plain scalar\n',
+    ].join('---\n');
+    const { pods, errors } = parseManifestFile(text, '/m/kinds.yaml', 'n');
+    assert.deepEqual(pods, []);
+    assert.deepEqual(
+      errors.map((e) => [e.document, e.reason]),
+      [
+        [1, 'NotAPod'],
+        [2, 'NotAPod'],
+        [3, 'NotAPod'],
+        [4, 'NotAPod'],
+        [5, 'NotAPod'],
+        [6, 'NotAPod'],
+      ],
+    );
+    assert.match(errors[0].message, /kind "Deployment"/);
+    assert.match(errors[1].message, /apiVersion "v2"/);
+    assert.match(errors[2].message, /kind is missing/);
+    assert.match(errors[3].message, /one Pod per document/);
+    assert.match(errors[4].message, /a list/);
+  });
+
+  test('a pod invalid as a whole is reported and skipped, naming every problem', () => {
+    const cases: [string, RegExp][] = [
+      ['apiVersion: v1\nkind: Pod\nspec: {containers: [{name: a, image: b}]}\n', /metadata: Required value/],
+      [
+        'apiVersion: v1\nkind: Pod\nmetadata: {}\nspec: {containers: [{name: a, image: b}]}\n',
+        /name is needed/,
+      ],
+      [
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: Web_1}\nspec: {containers: [{name: a, image: b}]}\n',
+        /RFC 1123 subdomain/,
+      ],
+      ['apiVersion: v1\nkind: Pod\nmetadata: {name: web}\n', /spec: Required value/],
+      ['apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {}\n', /spec.containers: Required value/],
+      [
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: a}]}\n',
+        /image: Required value/,
+      ],
+      [
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: Bad_NS}\nspec: {containers: [{name: a, image: b}]}\n',
+        /metadata.namespace/,
+      ],
+      [
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: web, uid: ../../etc}\nspec: {containers: [{name: a, image: b}]}\n',
+        /metadata.uid/,
+      ],
+      [
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: web, labels: {num: 1}}\nspec: {containers: [{name: a, image: b}]}\n',
+        /metadata.labels\["num"\].*must be a string/,
+      ],
+      [
+        'apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: a, image: b}, {name: a, image: c}]}\n',
+        /Duplicate value: "a"/,
+      ],
+    ];
+    for (const [text, expected] of cases) {
+      const { pods, errors } = parseManifestFile(text, '/m/p.yaml', 'n');
+      assert.deepEqual(pods, [], text);
+      assert.equal(errors.length, 1, text);
+      assert.equal(errors[0].reason, 'InvalidPod', text);
+      assert.match(errors[0].message, expected);
+    }
+  });
+
+  test('the node suffix must still leave a valid pod name', () => {
+    const long = 'a'.repeat(250);
+    const { pods, errors } = parseManifestFile(pod(long), '/m/p.yaml', 'node-a');
+    assert.deepEqual(pods, []);
+    assert.equal(errors[0].reason, 'InvalidPod');
+    assert.match(errors[0].message, /no more than 253 characters/);
+  });
+
+  test('a second document with the same UID or the same namespace/name is an error', () => {
+    const text = [
+      pod('a', '  uid: 11111111-2222-3333-4444-555555555555\n'),
+      pod('b', '  uid: 11111111-2222-3333-4444-555555555555\n'),
+      pod('c'),
+      pod('c', '  uid: 99999999-2222-3333-4444-555555555555\n'),
+      pod('d'),
+      pod('d'),
+    ].join('---\n');
+    const { pods, errors } = parseManifestFile(text, '/m/dups.yaml', 'n');
+    assert.deepEqual(
+      pods.map((p) => p.metadata?.name),
+      ['a-n', 'c-n', 'd-n'],
+    );
+    assert.deepEqual(
+      errors.map((e) => [e.document, e.reason, e.name]),
+      [
+        [2, 'DuplicateUID', 'b'],
+        [4, 'DuplicatePod', 'c'],
+        [6, 'DuplicateUID', 'd'],
+      ],
+    );
+  });
+
+  test('applies what kubelet applies to a static pod', () => {
+    const { pods } = parseManifestFile(pod('web'), '/m/web.yaml', 'Node-A');
+    const p = pods[0];
+    assert.equal(p.metadata?.name, 'web-node-a');
+    assert.equal(p.metadata?.namespace, 'default');
+    assert.equal(p.metadata?.uid, staticPodUID('default', 'web', 'Node-A'));
+    assert.equal(p.metadata?.annotations?.[CONFIG_HASH_ANNOTATION], p.metadata?.uid);
+    assert.equal(p.metadata?.annotations?.[CONFIG_SOURCE_ANNOTATION], 'file');
+    assert.equal(p.spec?.nodeName, 'Node-A');
+    assert.deepEqual(p.spec?.tolerations, [{ operator: 'Exists', effect: 'NoExecute' }]);
+    assert.equal(p.status?.phase, 'Pending');
+    // API-server defaulting ran too.
+    assert.equal(p.spec?.restartPolicy, 'Always');
+    assert.equal(p.spec?.containers[0].terminationMessagePath, '/dev/termination-log');
+  });
+
+  test('metadata.uid from the manifest is kept as the pod UID', () => {
+    const uid = '0f0e0d0c-0b0a-4908-8706-050403020100';
+    const { pods } = parseManifestFile(pod('web', `  uid: ${uid}\n`), '/m/web.yaml', 'n');
+    assert.equal(pods[0].metadata?.uid, uid);
+    assert.equal(pods[0].metadata?.annotations?.[CONFIG_HASH_ANNOTATION], uid);
+  });
+
+  test('YAML is read as YAML 1.1 like kubectl: 0644 is octal, timestamps stay strings', () => {
+    const text = `${pod('web', '  annotations:\n    since: 2024-01-02\n')}  volumes:
+    - name: s
+      secret:
+        secretName: s
+        defaultMode: 0640
+`;
+    const { pods, errors } = parseManifestFile(text, '/m/web.yaml', 'n');
+    assert.deepEqual(errors, []);
+    assert.equal(pods[0].spec?.volumes?.[0].secret?.defaultMode, 0o640);
+    assert.equal(pods[0].metadata?.annotations?.since, '2024-01-02');
+  });
+
+  test('the manifest size cap is kubelet’s 10 MiB', () => {
+    assert.equal(MAX_MANIFEST_BYTES, 10 * 1024 * 1024);
+  });
+});
+
+describe('staticPodUID', () => {
+  test('is stable and formatted as a version-8 UUID', () => {
+    const a = staticPodUID('default', 'web', 'node-a');
+    assert.equal(a, staticPodUID('default', 'web', 'node-a'));
+    assert.match(a, /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+
+  test('is sha256("<namespace>/<name>@<node>") truncated to 16 bytes', async () => {
+    const { createHash } = await import('node:crypto');
+    const hex = createHash('sha256').update('default/web@node-a').digest('hex');
+    const uid = staticPodUID('default', 'web', 'node-a').replaceAll('-', '');
+    assert.equal(uid.slice(0, 12), hex.slice(0, 12));
+    assert.equal(uid.slice(13, 16), hex.slice(13, 16));
+    assert.equal(uid.slice(17), hex.slice(17, 32));
+  });
+
+  test('differs when namespace, name or node differ', () => {
+    const base = staticPodUID('default', 'web', 'node-a');
+    assert.notEqual(staticPodUID('other', 'web', 'node-a'), base);
+    assert.notEqual(staticPodUID('default', 'web2', 'node-a'), base);
+    assert.notEqual(staticPodUID('default', 'web', 'node-b'), base);
+  });
+
+  test('does not change when the rest of the manifest changes', () => {
+    const a = parseManifestFile(pod('web'), '/m/a.yaml', 'n').pods[0];
+    const b = parseManifestFile(pod('web', '  labels: {x: z}\n'), '/m/b.yaml', 'n').pods[0];
+    assert.equal(a.metadata?.uid, b.metadata?.uid);
+  });
+
+  test('staticPodName appends the lower-cased node name like kubelet', () => {
+    assert.equal(staticPodName('web', 'Node-A'), 'web-node-a');
+  });
+});

@@ -1,0 +1,133 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, test } from 'node:test';
+import type { V1ClusterRole, V1DaemonSet, V1PolicyRule } from '@kubernetes/client-node';
+import { parseAllDocuments } from 'yaml';
+import { manifestProblems } from './k8s-fields.ts';
+
+interface Manifest {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+}
+
+function load(path: string): Manifest[] {
+  const text = readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
+  return parseAllDocuments(text).map((d) => {
+    assert.deepEqual(d.errors, [], `${path} parses as YAML`);
+    return d.toJS() as Manifest;
+  });
+}
+
+const docs = load('deploy/daemonset.yaml');
+const byKind = (kind: string) => docs.filter((d) => d.kind === kind);
+const ds = byKind('DaemonSet')[0] as unknown as V1DaemonSet;
+const pod = ds.spec!.template.spec!;
+const container = pod.containers[0];
+
+describe('deploy/daemonset.yaml', () => {
+  test('holds a Namespace, ServiceAccount, ClusterRole, binding and DaemonSet', () => {
+    assert.deepEqual(
+      docs.map((d) => d.kind),
+      ['Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'DaemonSet'],
+    );
+  });
+
+  test('every field is a real field of its Kubernetes type', () => {
+    for (const d of [
+      ...docs,
+      ...load('deploy/prometheus/servicemonitor.yaml').filter((x) => x.apiVersion === 'v1'),
+    ]) {
+      assert.deepEqual(manifestProblems(d), [], `${d.kind} ${d.metadata.name}`);
+    }
+  });
+
+  test('binds exactly the permissions the features need, read-only except tokens and events', () => {
+    const role = byKind('ClusterRole')[0] as unknown as V1ClusterRole;
+    const grants = (role.rules as V1PolicyRule[]).flatMap((r) =>
+      r.apiGroups!.flatMap((g) =>
+        r.resources!.flatMap((res) => r.verbs.map((v) => `${g || 'core'}/${res}:${v}`)),
+      ),
+    );
+    const read = (gr: string) => ['get', 'list', 'watch'].map((v) => `${gr}:${v}`);
+    assert.deepEqual(
+      grants.sort(),
+      [
+        ...read('core/pods'),
+        ...read('core/nodes'),
+        ...read('core/secrets'),
+        ...read('core/configmaps'),
+        'core/serviceaccounts/token:create',
+        'core/events:create',
+        'core/events:patch',
+        ...read('storage.k8s.io/csidrivers'),
+        ...read('certificates.k8s.io/clustertrustbundles'),
+      ].sort(),
+    );
+    for (const r of role.rules!)
+      assert.ok(!r.verbs.includes('*') && !r.resources!.includes('*'), 'no wildcards');
+    const binding = byKind('ClusterRoleBinding')[0] as unknown as {
+      roleRef: { name: string };
+      subjects: { kind: string; name: string; namespace: string }[];
+    };
+    assert.equal(binding.roleRef.name, role.metadata!.name);
+    assert.deepEqual(binding.subjects, [
+      { kind: 'ServiceAccount', name: pod.serviceAccountName, namespace: 'podvol' },
+    ]);
+  });
+
+  test('runs privileged with the root directory shared Bidirectionally at the same path', () => {
+    assert.equal(container.securityContext?.privileged, true);
+    const rootArg = container.args!.find((a) => a.startsWith('--root-dir='))!;
+    const rootDir = rootArg.split('=')[1];
+    const mount = container.volumeMounts!.find((m) => m.mountPath === rootDir);
+    assert.ok(mount, `a volume is mounted at ${rootDir}`);
+    assert.equal(mount.mountPropagation, 'Bidirectional');
+    const volume = pod.volumes!.find((v) => v.name === mount.name)!;
+    assert.equal(volume.hostPath?.path, rootDir, 'the host path and the container path agree');
+  });
+
+  test('takes the node name from spec.nodeName', () => {
+    const env = container.env!.find((e) => e.name === 'NODE_NAME');
+    assert.equal(env?.valueFrom?.fieldRef?.fieldPath, 'spec.nodeName');
+    assert.ok(container.args!.includes('--node-name=$(NODE_NAME)'));
+  });
+
+  test('is node-critical, tolerates every taint and rolls one node at a time', () => {
+    assert.equal(pod.priorityClassName, 'system-node-critical');
+    assert.deepEqual(pod.tolerations, [{ operator: 'Exists' }]);
+    assert.equal(ds.spec!.updateStrategy?.type, 'RollingUpdate');
+    assert.equal(ds.spec!.updateStrategy?.rollingUpdate?.maxUnavailable, 1);
+    assert.equal(ds.spec!.updateStrategy?.rollingUpdate?.maxSurge ?? 0, 0, 'never two agents on one node');
+  });
+
+  test('listens on all addresses of the host network, where the probes and Prometheus reach it', () => {
+    assert.equal(pod.hostNetwork, true);
+    assert.ok(container.args!.includes('--listen=0.0.0.0:10280'));
+    const port = container.ports!.find((p) => p.name === 'metrics');
+    assert.equal(port?.containerPort, 10280);
+    const probe = (p: typeof container.livenessProbe) => [p?.httpGet?.path, p?.httpGet?.port];
+    assert.deepEqual(probe(container.livenessProbe), ['/healthz', 'metrics']);
+    assert.deepEqual(probe(container.readinessProbe), ['/readyz', 'metrics']);
+    assert.ok(container.startupProbe?.httpGet, 'a startup probe covers slow starts');
+    const startupBudget = container.startupProbe.periodSeconds! * container.startupProbe.failureThreshold!;
+    assert.ok(startupBudget >= 120, `startup probe allows ${startupBudget}s`);
+  });
+
+  test('sets requests and limits, and a grace period for in-flight operations', () => {
+    for (const k of ['cpu', 'memory']) {
+      assert.ok(container.resources?.requests?.[k], `requests.${k}`);
+      assert.ok(container.resources?.limits?.[k], `limits.${k}`);
+    }
+    assert.ok((pod.terminationGracePeriodSeconds ?? 30) >= 60);
+    assert.equal(
+      container.lifecycle?.preStop,
+      undefined,
+      'stopping must not run anything that could unmount',
+    );
+  });
+
+  test('uses the image entrypoint rather than overriding it', () => {
+    assert.equal(container.command, undefined);
+  });
+});

@@ -1,0 +1,131 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, test } from 'node:test';
+
+type Unit = Map<string, Map<string, string[]>>;
+
+function parseUnit(text: string): Unit {
+  const unit: Unit = new Map();
+  let section: Map<string, string[]> | undefined;
+  let pending = '';
+  for (const raw of text.split('\n')) {
+    const line = pending + raw.trim();
+    pending = '';
+    if (line.endsWith('\\')) {
+      pending = `${line.slice(0, -1).trim()} `;
+      continue;
+    }
+    if (line === '' || line.startsWith('#') || line.startsWith(';')) continue;
+    const header = /^\[(.+)\]$/.exec(line);
+    if (header) {
+      section = new Map();
+      unit.set(header[1], section);
+      continue;
+    }
+    const eq = line.indexOf('=');
+    assert.ok(section && eq > 0, `unparseable unit line: ${line}`);
+    const key = line.slice(0, eq).trim();
+    section.set(key, [...(section.get(key) ?? []), line.slice(eq + 1).trim()]);
+  }
+  return unit;
+}
+
+const unit = parseUnit(readFileSync(new URL('../../deploy/systemd/podvol.service', import.meta.url), 'utf8'));
+const get = (section: string, key: string) => unit.get(section)?.get(key);
+const envFile = readFileSync(new URL('../../deploy/systemd/podvol.env', import.meta.url), 'utf8');
+const envVars = new Map(
+  envFile
+    .split('\n')
+    .filter((l) => /^\w+=/.test(l))
+    .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)] as const),
+);
+
+// Each of these gives the service a mount namespace of its own (or makes
+// parts of the host read-only to it), hiding podvol's mounts from the host.
+const namespacing = [
+  'MountFlags',
+  'PrivateMounts',
+  'PrivateTmp',
+  'PrivateDevices',
+  'PrivateUsers',
+  'PrivateNetwork',
+  'ProtectSystem',
+  'ProtectHome',
+  'ProtectKernelTunables',
+  'ProtectKernelModules',
+  'ProtectKernelLogs',
+  'ProtectControlGroups',
+  'ProtectClock',
+  'ProtectHostname',
+  'ProtectProc',
+  'ProcSubset',
+  'ReadOnlyPaths',
+  'ReadWritePaths',
+  'InaccessiblePaths',
+  'ExecPaths',
+  'NoExecPaths',
+  'TemporaryFileSystem',
+  'BindPaths',
+  'BindReadOnlyPaths',
+  'RootDirectory',
+  'RootImage',
+  'MountImages',
+  'ExtensionImages',
+  'ExtensionDirectories',
+  'DynamicUser',
+];
+
+describe('deploy/systemd/podvol.service', () => {
+  test('always restarts, without a start limit, once the network is online', () => {
+    assert.deepEqual(get('Service', 'Restart'), ['always']);
+    assert.deepEqual(get('Unit', 'StartLimitIntervalSec'), ['0']);
+    assert.ok(get('Unit', 'After')?.join(' ').split(/\s+/).includes('network-online.target'));
+    assert.ok(get('Unit', 'Wants')?.join(' ').split(/\s+/).includes('network-online.target'));
+  });
+
+  test('shares the host mount namespace: no setting that would give it its own', () => {
+    const service = unit.get('Service')!;
+    for (const key of namespacing)
+      assert.equal(service.has(key), false, `${key}= would hide podvol's mounts`);
+  });
+
+  test('stopping signals podvol alone, so mount helpers and transient mount scopes survive', () => {
+    assert.deepEqual(get('Service', 'KillMode'), ['process']);
+    const timeout = Number(get('Service', 'TimeoutStopSec')?.[0]);
+    assert.ok(timeout >= 60, 'in-flight operations get time to finish');
+  });
+
+  test('runs `podvol run` with Node directly, flags from the environment file', () => {
+    const [exec] = get('Service', 'ExecStart')!;
+    const argv = exec.split(/\s+/);
+    assert.equal(argv[0], '/usr/bin/node');
+    assert.deepEqual(argv.slice(1, 3), ['/opt/podvol/bin/podvol.js', 'run']);
+    assert.deepEqual(get('Service', 'EnvironmentFile'), ['-/etc/default/podvol']);
+    assert.deepEqual(get('Service', 'Type'), ['exec'], 'Node cannot sd_notify, so not Type=notify');
+    for (const [flag, variable] of [
+      ['--node-name', 'PODVOL_NODE_NAME'],
+      ['--root-dir', 'PODVOL_ROOT_DIR'],
+      ['--listen', 'PODVOL_LISTEN'],
+      ['--log-level', 'PODVOL_LOG_LEVEL'],
+    ]) {
+      assert.equal(argv[argv.indexOf(flag) + 1], `\${${variable}}`, flag);
+    }
+    assert.equal(argv.at(-1), '$PODVOL_ARGS', 'optional flags are word-split, so an empty value adds none');
+  });
+
+  test('the environment file sets every variable ExecStart needs, listening on loopback', () => {
+    for (const v of ['PODVOL_ROOT_DIR', 'PODVOL_LISTEN', 'PODVOL_LOG_LEVEL', 'PODVOL_ARGS']) {
+      assert.ok(envVars.has(v), v);
+    }
+    assert.equal(envVars.get('PODVOL_LISTEN'), '127.0.0.1:10280');
+    assert.equal(envVars.get('PODVOL_ROOT_DIR'), '/var/lib/podvol');
+    assert.ok(
+      get('Service', 'Environment')?.includes('PODVOL_NODE_NAME=%l'),
+      'node name defaults to the host name',
+    );
+  });
+
+  test('is enabled into multi-user.target', () => {
+    assert.deepEqual(get('Install', 'WantedBy'), ['multi-user.target']);
+  });
+});
