@@ -39,7 +39,10 @@ function measure(fn: () => unknown): { median: number; mean: number } {
     times.push(Number(process.hrtime.bigint() - t0) / 1e6);
   }
   times.sort((a, b) => a - b);
-  return { median: times[Math.floor(times.length / 2)], mean: times.reduce((a, b) => a + b, 0) / times.length };
+  return {
+    median: times[Math.floor(times.length / 2)],
+    mean: times.reduce((a, b) => a + b, 0) / times.length,
+  };
 }
 
 const text = Array.from({ length: ENTRIES }, (_, i) => line(i)).join('\n') + '\n';
@@ -52,7 +55,9 @@ if (parsed[2].mountPoint !== '/mnt/with space/and\ttab/and\nnewline/back\\slash/
 const base = measure(() => naive(text));
 const ours = measure(() => parseMountInfo(text));
 const fmt = (n: number) => n.toFixed(3).padStart(8);
-console.log(`mountinfo: ${ENTRIES} entries, ${(text.length / 1024).toFixed(0)} KiB, ${ROUNDS} rounds, node ${process.version}`);
+console.log(
+  `mountinfo: ${ENTRIES} entries, ${(text.length / 1024).toFixed(0)} KiB, ${ROUNDS} rounds, node ${process.version}`,
+);
 console.log(`  naive split baseline  median ${fmt(base.median)} ms  mean ${fmt(base.mean)} ms`);
 console.log(`  parseMountInfo        median ${fmt(ours.median)} ms  mean ${fmt(ours.mean)} ms`);
 console.log(`  ratio parse/baseline  ${(ours.median / base.median).toFixed(2)}x`);

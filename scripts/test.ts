@@ -19,6 +19,20 @@ const files = findTests('test')
   .filter((f) => filter.length === 0 || filter.some((x) => f.includes(x)))
   .sort();
 
+// The end-to-end tests check a live scrape with promtool (Debian package
+// prometheus). As root on Debian, install it rather than skip the check.
+const has = (cmd: string) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
+if (!has('promtool') && process.getuid?.() === 0 && has('apt-get')) {
+  console.log('# installing promtool: apt-get install prometheus');
+  const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive', RUNLEVEL: '1' };
+  spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env: aptEnv, timeout: 300_000 });
+  spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'prometheus'], {
+    stdio: 'inherit',
+    env: aptEnv,
+    timeout: 600_000,
+  });
+}
+
 const nodeArgs = ['--test', '--test-reporter=spec', '--test-concurrency=2', ...files];
 const isRoot = process.getuid?.() === 0;
 const canUnshare =

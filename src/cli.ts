@@ -7,7 +7,9 @@ import { startDaemon } from './agent/daemon.ts';
 import { parseListen } from './agent/http.ts';
 import { createLogger, logLevels } from './agent/logger.ts';
 
-export const version: string = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version;
+export const version: string = JSON.parse(
+  readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
+).version;
 
 const asListen = (v: string) => {
   try {
@@ -39,13 +41,22 @@ async function run(flags: RunFlags): Promise<number> {
     );
     return 1;
   }
-  if (!flags.podManifestPath && !flags.kubeconfig && !process.env.KUBECONFIG && !process.env.KUBERNETES_SERVICE_HOST) {
+  if (
+    !flags.podManifestPath &&
+    !flags.kubeconfig &&
+    !process.env.KUBECONFIG &&
+    !process.env.KUBERNETES_SERVICE_HOST
+  ) {
     process.stderr.write('podvol: nothing to serve: give --pod-manifest-path and/or --kubeconfig\n');
     return 2;
   }
   const cluster =
     flags.kubeconfig || process.env.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST
-      ? await (await import('./agent/cluster.ts')).connectCluster({ kubeconfig: flags.kubeconfig, nodeName: flags.nodeName, logger })
+      ? await (await import('./agent/cluster.ts')).connectCluster({
+          kubeconfig: flags.kubeconfig,
+          nodeName: flags.nodeName,
+          logger,
+        })
       : undefined;
   const daemon = await startDaemon({
     rootDir: flags.rootDir,
@@ -56,7 +67,9 @@ async function run(flags: RunFlags): Promise<number> {
     version,
     cluster,
   });
-  process.on('uncaughtException', (err) => logger.error({ err: err.message, stack: err.stack }, 'uncaught exception'));
+  process.on('uncaughtException', (err) =>
+    logger.error({ err: err.message, stack: err.stack }, 'uncaught exception'),
+  );
   process.on('unhandledRejection', (err) => logger.error({ err: String(err) }, 'unhandled rejection'));
   const signal = await new Promise<string>((res) => {
     process.once('SIGTERM', () => res('SIGTERM'));
@@ -70,19 +83,46 @@ async function run(flags: RunFlags): Promise<number> {
 
 export function buildProgram(onRun: (flags: RunFlags) => Promise<number>): Command {
   const program = new Command('podvol')
-    .description('Sets up and tears down pod volumes on this node, as kubelet\'s volume manager does')
+    .description("Sets up and tears down pod volumes on this node, as kubelet's volume manager does")
     .version(version, '-v, --version')
     .exitOverride()
     .showHelpAfterError('(run podvol --help for usage)');
   program
     .command('run')
     .description('run the node agent')
-    .addOption(new Option('--root-dir <dir>', 'root directory (kubelet layout below it)').env('PODVOL_ROOT_DIR').default('/var/lib/podvol').argParser(nonEmpty('--root-dir')))
-    .addOption(new Option('--node-name <name>', 'this node\'s name').env('PODVOL_NODE_NAME').default(hostname().toLowerCase()).argParser(nonEmpty('--node-name')))
-    .addOption(new Option('--pod-manifest-path <dir>', 'directory of static pod manifests (YAML or JSON), watched').env('PODVOL_POD_MANIFEST_PATH'))
-    .addOption(new Option('--kubeconfig <file>', 'kubeconfig for cluster mode (else KUBECONFIG, else in-cluster)'))
-    .addOption(new Option('--listen <host:port>', 'address for /metrics, /healthz, /readyz, /status').env('PODVOL_LISTEN').default(parseListen('127.0.0.1:10280'), '127.0.0.1:10280').argParser(asListen))
-    .addOption(new Option('--log-level <level>', 'log level').env('PODVOL_LOG_LEVEL').choices(logLevels).default('info'))
+    .addOption(
+      new Option('--root-dir <dir>', 'root directory (kubelet layout below it)')
+        .env('PODVOL_ROOT_DIR')
+        .default('/var/lib/podvol')
+        .argParser(nonEmpty('--root-dir')),
+    )
+    .addOption(
+      new Option('--node-name <name>', "this node's name")
+        .env('PODVOL_NODE_NAME')
+        .default(hostname().toLowerCase())
+        .argParser(nonEmpty('--node-name')),
+    )
+    .addOption(
+      new Option(
+        '--pod-manifest-path <dir>',
+        'directory of static pod manifests (YAML or JSON), watched',
+      ).env('PODVOL_POD_MANIFEST_PATH'),
+    )
+    .addOption(
+      new Option('--kubeconfig <file>', 'kubeconfig for cluster mode (else KUBECONFIG, else in-cluster)'),
+    )
+    .addOption(
+      new Option('--listen <host:port>', 'address for /metrics, /healthz, /readyz, /status')
+        .env('PODVOL_LISTEN')
+        .default(parseListen('127.0.0.1:10280'), '127.0.0.1:10280')
+        .argParser(asListen),
+    )
+    .addOption(
+      new Option('--log-level <level>', 'log level')
+        .env('PODVOL_LOG_LEVEL')
+        .choices(logLevels)
+        .default('info'),
+    )
     .action(async (flags: RunFlags, cmd: Command) => {
       cmd.parent?.setOptionValue('exitCode', await onRun(flags));
     });
@@ -102,7 +142,12 @@ export async function main(argv: string[], onRun = run): Promise<number> {
     await program.parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError) {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') return 0;
+      if (
+        err.code === 'commander.helpDisplayed' ||
+        err.code === 'commander.version' ||
+        err.code === 'commander.help'
+      )
+        return 0;
       return 2;
     }
     process.stderr.write(`podvol: ${(err as Error).message}\n`);

@@ -42,7 +42,9 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   const mounter = o.mounter ?? createLinuxMounter({ logger: log });
   const sources: PodSource[] = [...(o.cluster?.sources ?? [])];
   if (o.podManifestPath) {
-    sources.push(createStaticPodSource({ dir: resolve(o.podManifestPath), nodeName: o.nodeName, logger: log }));
+    sources.push(
+      createStaticPodSource({ dir: resolve(o.podManifestPath), nodeName: o.nodeName, logger: log }),
+    );
   }
   const podManager = createPodManager(sources);
   const pluginMgr = new VolumePluginMgr();
@@ -62,7 +64,8 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     version: o.version,
     volumeCounts: () => {
       const counts = new Map<string, { plugin: string; desired: number; actual: number }>();
-      const get = (plugin: string) => counts.get(plugin) ?? counts.set(plugin, { plugin, desired: 0, actual: 0 }).get(plugin)!;
+      const get = (plugin: string) =>
+        counts.get(plugin) ?? counts.set(plugin, { plugin, desired: 0, actual: 0 }).get(plugin)!;
       for (const d of vm.dsw.volumesToMount()) get(d.pluginName ?? '').desired++;
       for (const a of vm.asw.all()) if (a.state === 'mounted') get(a.pluginName).actual++;
       return [...counts.values()];
@@ -80,7 +83,10 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     },
     podSources: () =>
       sources.map((s) => {
-        const extra = s as PodSource & { lastSyncSeconds?: () => number | undefined; watchRestarts?: () => Record<string, number> };
+        const extra = s as PodSource & {
+          lastSyncSeconds?: () => number | undefined;
+          watchRestarts?: () => Record<string, number>;
+        };
         return {
           source: s.name,
           pods: s.pods().length,
@@ -128,7 +134,13 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   await vm.start();
   for (const s of sources) await s.start();
   log.info(
-    { rootDir, node: o.nodeName, listen: `${o.listen.host}:${o.listen.port}`, sources: sources.map((s) => s.name), plugins: pluginMgr.names() },
+    {
+      rootDir,
+      node: o.nodeName,
+      listen: `${o.listen.host}:${o.listen.port}`,
+      sources: sources.map((s) => s.name),
+      plugins: pluginMgr.names(),
+    },
     'podvol started',
   );
 

@@ -43,6 +43,7 @@ export function createHttpServer(h: HttpHandlers): Server {
 export function parseListen(value: string): { host: string; port: number } {
   const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d{1,5})$/.exec(value);
   const port = m ? Number(m[3]) : Number.NaN;
-  if (!m || port > 65535) throw new Error(`invalid listen address "${value}": want HOST:PORT, e.g. 127.0.0.1:10280`);
+  if (!m || port > 65535)
+    throw new Error(`invalid listen address "${value}": want HOST:PORT, e.g. 127.0.0.1:10280`);
   return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
 }

@@ -1,6 +1,6 @@
 // pino with redaction: secret and token bytes must never reach a log line,
 // even if a whole object slips into one.
-import { pino, type Logger } from 'pino';
+import { type Logger, pino } from 'pino';
 
 export const logLevels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 

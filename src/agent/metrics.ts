@@ -14,7 +14,13 @@ export interface MetricsSources {
   volumeCounts(): { plugin: string; desired: number; actual: number }[];
   /** Volumes per plugin and /status state. */
   volumeStates(): { plugin: string; state: string; count: number }[];
-  podSources(): { source: string; pods: number; synced: boolean; lastSyncSeconds?: number; watchRestarts?: Record<string, number> }[];
+  podSources(): {
+    source: string;
+    pods: number;
+    synced: boolean;
+    lastSyncSeconds?: number;
+    watchRestarts?: Record<string, number>;
+  }[];
 }
 
 export interface Metrics extends VolumeManagerMetrics {
@@ -24,6 +30,16 @@ export interface Metrics extends VolumeManagerMetrics {
 export function createMetrics(src: MetricsSources): Metrics {
   const registry = new client.Registry();
   client.collectDefaultMetrics({ register: registry });
+  // prom-client exports these gauges with a _total suffix, which Prometheus
+  // reserves for counters (promtool check metrics rejects them); the same
+  // numbers remain available per type in nodejs_active_{handles,requests,resources}.
+  for (const name of [
+    'nodejs_active_handles_total',
+    'nodejs_active_requests_total',
+    'nodejs_active_resources_total',
+  ]) {
+    registry.removeSingleMetric(name);
+  }
   const registers = [registry];
 
   const opDuration = new client.Histogram({
@@ -105,7 +121,8 @@ export function createMetrics(src: MetricsSources): Metrics {
     registers,
     collect() {
       this.reset();
-      for (const s of src.podSources()) if (s.lastSyncSeconds !== undefined) this.set({ source: s.source }, s.lastSyncSeconds);
+      for (const s of src.podSources())
+        if (s.lastSyncSeconds !== undefined) this.set({ source: s.source }, s.lastSyncSeconds);
     },
   });
   new client.Counter({
@@ -131,7 +148,12 @@ export function createMetrics(src: MetricsSources): Metrics {
     registry,
     operation(plugin, operation, ok, seconds) {
       opDuration.observe(
-        { volume_plugin: plugin, operation_name: operation, status: ok ? 'success' : 'fail-unknown', migrated: 'false' },
+        {
+          volume_plugin: plugin,
+          operation_name: operation,
+          status: ok ? 'success' : 'fail-unknown',
+          migrated: 'false',
+        },
         seconds,
       );
     },

@@ -4,8 +4,14 @@
 // system the way the real mounter does (existence checks, removing the
 // directory in cleanupMountPoint), so plugin tests can use temp directories.
 import { lstat, realpath, rmdir, unlink } from 'node:fs/promises';
-import { resolve } from 'node:path';
-import { isCorruptedMountError, isNotExistError, MountError, MountOptionError, type OptionProblem } from './errors.ts';
+import { posix, resolve } from 'node:path';
+import {
+  isCorruptedMountError,
+  isNotExistError,
+  MountError,
+  MountOptionError,
+  type OptionProblem,
+} from './errors.ts';
 import { isMountPointIn, mountContaining, mountPointMatches, searchMountRefs } from './mountinfo.ts';
 import { checkMountArguments, checkMountOptions } from './options.ts';
 import type { MountCallOptions, Mounter, MountInfo, UnmountOutcome } from './types.ts';
@@ -43,7 +49,16 @@ interface InjectedError {
   methods: ReadonlySet<FakeMethod> | undefined;
 }
 
-const PER_MOUNT_FLAGS = new Set(['ro', 'rw', 'nosuid', 'nodev', 'noexec', 'noatime', 'relatime', 'nodiratime']);
+const PER_MOUNT_FLAGS = new Set([
+  'ro',
+  'rw',
+  'nosuid',
+  'nodev',
+  'noexec',
+  'noatime',
+  'relatime',
+  'nodiratime',
+]);
 
 export class FakeMounter implements Mounter {
   /** Every call, in order. */
@@ -162,7 +177,9 @@ export class FakeMounter implements Mounter {
     }
     const bind = options.includes('bind') || options.includes('rbind');
     const flags = options.filter((o) => PER_MOUNT_FLAGS.has(o));
-    const mountOptions = flags.includes('ro') ? flags.filter((o) => o !== 'rw') : ['rw', ...flags.filter((o) => o !== 'rw')];
+    const mountOptions = flags.includes('ro')
+      ? flags.filter((o) => o !== 'rw')
+      : ['rw', ...flags.filter((o) => o !== 'rw')];
     if (bind) {
       // A bind shows the same filesystem and directory as its source, so getMountRefs finds it.
       const src = resolve(source);
@@ -172,7 +189,7 @@ export class FakeMounter implements Mounter {
         mountPoint,
         major: own?.major ?? 0,
         minor: own?.minor ?? 1,
-        root: own ? (own.root === '/' ? rel || '/' : own.root + rel) : src,
+        root: own ? posix.join(own.root, rel) : src,
         fsType: own?.fsType ?? 'none',
         source: own?.source ?? source,
         mountOptions,

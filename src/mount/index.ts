@@ -1,5 +1,5 @@
 // Public surface of the mount layer.
-export type { MountCallOptions, Mounter, MountInfo, UnmountOutcome } from './types.ts';
+
 export {
   CORRUPTED_MOUNT_CODES,
   isCorruptedMountError,
@@ -9,9 +9,21 @@ export {
   MountOptionError,
   type OptionProblem,
 } from './errors.ts';
-export { type CommandRunner, createExecaRunner, recordingRunner, type RunRequest, type RunResult } from './exec.ts';
-export { FakeMounter, type FakeCall, type FakeMounterOptions } from './fake.ts';
-export { createLinuxMounter, LinuxMounter, type LinuxMounterOptions, type MounterFs, maskSensitive } from './linux.ts';
+export {
+  type CommandRunner,
+  createExecaRunner,
+  type RunRequest,
+  type RunResult,
+  recordingRunner,
+} from './exec.ts';
+export { type FakeCall, FakeMounter, type FakeMounterOptions } from './fake.ts';
+export {
+  createLinuxMounter,
+  LinuxMounter,
+  type LinuxMounterOptions,
+  type MounterFs,
+  maskSensitive,
+} from './linux.ts';
 export { type MountLogger, silentLogger } from './logger.ts';
 export {
   consistentRead,
@@ -29,9 +41,9 @@ export {
   MASKED,
   type OptionTable,
   type OptionTrust,
+  type ValueRule,
   validateMountOptions,
   validateUserMountOptions,
-  type ValueRule,
 } from './options.ts';
 export {
   HUGETLBFS_MAGIC,
@@ -43,3 +55,4 @@ export {
   tmpfsNoswapSupported,
 } from './probe.ts';
 export { detectSystemd } from './systemd.ts';
+export type { MountCallOptions, Mounter, MountInfo, UnmountOutcome } from './types.ts';

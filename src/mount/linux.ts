@@ -1,12 +1,18 @@
 // The real mounter: runs mount(8)/umount(8) through the injectable runner and
 // reads /proc/self/mountinfo. Modelled on kubernetes/mount-utils mount_linux.go
 // and mount_helper_common.go.
-import { lstat, realpath, rmdir, stat, unlink, access } from 'node:fs/promises';
+import { access, lstat, realpath, rmdir, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { isCorruptedMountError, MountError, MountOptionError, type OptionProblem } from './errors.ts';
 import { type CommandRunner, createExecaRunner, type RunResult } from './exec.ts';
 import { type MountLogger, silentLogger } from './logger.ts';
-import { isMountPointIn, mountContaining, PROC_MOUNTINFO, readMountInfo, searchMountRefs } from './mountinfo.ts';
+import {
+  isMountPointIn,
+  mountContaining,
+  PROC_MOUNTINFO,
+  readMountInfo,
+  searchMountRefs,
+} from './mountinfo.ts';
 import { checkMountArguments, checkMountOptions, checkUnmountTarget, MASKED } from './options.ts';
 import { pathExists } from './probe.ts';
 import { detectSystemd, wrapInScope } from './systemd.ts';
@@ -118,7 +124,15 @@ export class LinuxMounter implements Mounter {
     const remount = ['bind', 'remount', ...options.filter((o) => !isMechanics(o))];
     for (const flag of await this.#sourceFlags(source)) if (!remount.includes(flag)) remount.push(flag);
     try {
-      await this.#doMount(source, target, fstype, remount, sensitive.filter((o) => !isMechanics(o)), flags, systemd);
+      await this.#doMount(
+        source,
+        target,
+        fstype,
+        remount,
+        sensitive.filter((o) => !isMechanics(o)),
+        flags,
+        systemd,
+      );
     } catch (err) {
       // Unlike mount-utils, do not leave a bind behind without the flags (say ro) the caller asked for.
       this.#log.warn({ target }, 'bind remount failed, removing the bind mount');
@@ -188,7 +202,10 @@ export class LinuxMounter implements Mounter {
     if (succeeded(forced)) return 'forced';
     if (!forced.timedOut && !(await this.#stillMounted(target))) return 'unmounted';
 
-    this.#log.warn({ target, output: forced.output, timedOut: forced.timedOut }, 'umount -f failed, detaching lazily');
+    this.#log.warn(
+      { target, output: forced.output, timedOut: forced.timedOut },
+      'umount -f failed, detaching lazily',
+    );
     const lazy = await this.#umount(['-l', target], timeoutMs);
     return this.#judgeUnmount(target, ['-l', target], lazy, 'lazy');
   }
@@ -274,7 +291,10 @@ export class LinuxMounter implements Mounter {
     const state = await pathExists(path, this.#fs);
     if (!state.exists) return [];
     if (state.corrupted) {
-      this.#log.warn({ path, err: String(state.error) }, 'GetMountRefs found a corrupted mount, treating it as unmounted');
+      this.#log.warn(
+        { path, err: String(state.error) },
+        'GetMountRefs found a corrupted mount, treating it as unmounted',
+      );
       return [];
     }
     return searchMountRefs(await this.list(), await this.#fs.realpath(path));
@@ -294,7 +314,8 @@ export class LinuxMounter implements Mounter {
       await this.#remove(path);
       return;
     }
-    if (state.corrupted) this.#log.warn({ path, err: String(state.error) }, 'cleanup: corrupted mount, unmounting');
+    if (state.corrupted)
+      this.#log.warn({ path, err: String(state.error) }, 'cleanup: corrupted mount, unmounting');
     for (let i = 0; i < MAX_STACKED_UNMOUNTS; i++) {
       await this.unmount(path);
       if (await notMounted()) {
@@ -303,7 +324,9 @@ export class LinuxMounter implements Mounter {
         return;
       }
     }
-    throw new Error(`failed to cleanup mount point ${path}: still mounted after ${MAX_STACKED_UNMOUNTS} unmounts`);
+    throw new Error(
+      `failed to cleanup mount point ${path}: still mounted after ${MAX_STACKED_UNMOUNTS} unmounts`,
+    );
   }
 
   /** os.Remove: the directory, or the file a file bind mount was on. */

@@ -33,7 +33,8 @@ export function unescapeOctal(s: string): string {
       isOctal(s.charCodeAt(i + 2)) &&
       isOctal(s.charCodeAt(i + 3))
     ) {
-      const code = (s.charCodeAt(i + 1) - 48) * 64 + (s.charCodeAt(i + 2) - 48) * 8 + (s.charCodeAt(i + 3) - 48);
+      const code =
+        (s.charCodeAt(i + 1) - 48) * 64 + (s.charCodeAt(i + 2) - 48) * 8 + (s.charCodeAt(i + 3) - 48);
       if (code > 0x7f) highByte = true;
       out += s.slice(last, i) + String.fromCharCode(code);
       last = i + 4;
@@ -63,7 +64,8 @@ function parseIntField(text: string, start: number, end: number, what: string, l
   let n = 0;
   for (let i = start; i < end; i++) {
     const c = text.charCodeAt(i) - 48;
-    if (c < 0 || c > 9) throw badLine(lineNo, `${what} is not a number: ${JSON.stringify(text.slice(start, end))}`);
+    if (c < 0 || c > 9)
+      throw badLine(lineNo, `${what} is not a number: ${JSON.stringify(text.slice(start, end))}`);
     n = n * 10 + c;
   }
   return n;
@@ -85,7 +87,10 @@ function fieldEnd(text: string, pos: number, end: number): number {
 
 function parseLine(text: string, start: number, end: number, lineNo: number): MountInfo {
   const tooFew = () =>
-    badLine(lineNo, `wrong number of fields (expected at least 10): ${JSON.stringify(text.slice(start, end))}`);
+    badLine(
+      lineNo,
+      `wrong number of fields (expected at least 10): ${JSON.stringify(text.slice(start, end))}`,
+    );
   // Fields 1..6 are fixed: ID, parent ID, major:minor, root, mount point, mount options.
   const e1 = fieldEnd(text, start, end);
   const e2 = fieldEnd(text, e1 + 1, end);
@@ -178,7 +183,11 @@ const readText: TextReader = (path) => readFile(path, 'utf8');
  * produced in several read() calls, and mounts changing in between can tear
  * the result (mount-utils ConsistentRead, needed before Linux 5.8).
  */
-export async function consistentRead(path: string, reader: TextReader = readText, maxAttempts = 10): Promise<string> {
+export async function consistentRead(
+  path: string,
+  reader: TextReader = readText,
+  maxAttempts = 10,
+): Promise<string> {
   let previous = await reader(path);
   for (let attempt = 1; attempt < maxAttempts; attempt++) {
     const current = await reader(path);
@@ -189,7 +198,10 @@ export async function consistentRead(path: string, reader: TextReader = readText
 }
 
 /** The current mount table of this process. */
-export async function readMountInfo(path: string = PROC_MOUNTINFO, reader?: TextReader): Promise<MountInfo[]> {
+export async function readMountInfo(
+  path: string = PROC_MOUNTINFO,
+  reader?: TextReader,
+): Promise<MountInfo[]> {
   return parseMountInfo(await consistentRead(path, reader));
 }
 

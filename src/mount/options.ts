@@ -228,7 +228,6 @@ function basicProblem(s: string): string | undefined {
   if (s.startsWith('-')) return "starts with '-' and would be read as a command-line flag";
   if (s.includes('\n') || s.includes('\r')) return 'contains a newline';
   if (s.includes('\0')) return 'contains a NUL byte';
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is searched for
   if (/[\x00-\x1f\x7f]/.test(s)) return 'contains a control character';
   return undefined;
 }
@@ -282,7 +281,11 @@ export function checkMountOptions(
 }
 
 /** Throws MountOptionError listing every bad option. */
-export function validateMountOptions(fstype: string, options: readonly string[], opts: CheckOptions = {}): void {
+export function validateMountOptions(
+  fstype: string,
+  options: readonly string[],
+  opts: CheckOptions = {},
+): void {
   const problems = checkMountOptions(fstype, options, opts);
   if (problems.length > 0) throw new MountOptionError(fstype, problems);
 }
@@ -318,13 +321,20 @@ export function checkMountArguments(parts: MountRequestParts): OptionProblem[] {
   if (!target.startsWith('/')) problems.push({ option: target, problem: 'target must be an absolute path' });
   if (target.includes('\0')) problems.push({ option: target, problem: 'target contains a NUL byte' });
   if (source.startsWith('-')) {
-    problems.push({ option: source, problem: "source starts with '-' and would be read as a command-line flag" });
+    problems.push({
+      option: source,
+      problem: "source starts with '-' and would be read as a command-line flag",
+    });
   }
   if (source.includes('\0')) problems.push({ option: source, problem: 'source contains a NUL byte' });
-  if (fstype !== '' && !FSTYPE.test(fstype)) problems.push({ option: fstype, problem: 'not a valid filesystem type' });
+  if (fstype !== '' && !FSTYPE.test(fstype))
+    problems.push({ option: fstype, problem: 'not a valid filesystem type' });
   for (const flag of parts.mountFlags ?? []) {
     if (!ALLOWED_MOUNT_FLAGS.has(flag)) {
-      problems.push({ option: flag, problem: `mount flag not allowed (allowed: ${[...ALLOWED_MOUNT_FLAGS].join(', ')})` });
+      problems.push({
+        option: flag,
+        problem: `mount flag not allowed (allowed: ${[...ALLOWED_MOUNT_FLAGS].join(', ')})`,
+      });
     }
   }
   return problems;

@@ -44,7 +44,8 @@ export async function pathExists(path: string, fs: PathProbeFs = realFs): Promis
       stale.code = 'ESTALE';
       return { exists: true, corrupted: true, error: stale };
     }
-    if (isCorruptedMountError(err)) return { exists: true, corrupted: true, error: err as NodeJS.ErrnoException };
+    if (isCorruptedMountError(err))
+      return { exists: true, corrupted: true, error: err as NodeJS.ErrnoException };
     throw err;
   }
 }

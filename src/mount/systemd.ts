@@ -30,12 +30,20 @@ export async function detectSystemd(opts: SystemdProbeOptions): Promise<boolean>
   const res = await opts.runner({ file: 'systemd-run', args, timeoutMs: opts.timeoutMs });
   const ok = res.exitCode === 0;
   if (ok) opts.logger.info({}, 'systemd detected, mounts will run in transient scopes');
-  else opts.logger.info({ output: res.output, exitCode: res.exitCode }, 'systemd-run probe failed, not using it');
+  else
+    opts.logger.info(
+      { output: res.output, exitCode: res.exitCode },
+      'systemd-run probe failed, not using it',
+    );
   return ok;
 }
 
 /** The argv that runs `command args...` inside a transient scope. */
-export function wrapInScope(target: string, command: string, args: readonly string[]): { file: string; args: string[] } {
+export function wrapInScope(
+  target: string,
+  command: string,
+  args: readonly string[],
+): { file: string; args: string[] } {
   return {
     file: 'systemd-run',
     args: [`--description=Kubernetes transient mount for ${target}`, '--scope', '--', command, ...args],

@@ -19,12 +19,9 @@ function newMounter(host: VolumeHost, spec: Spec, pod: V1Pod): Mounter {
     getAttributes: () => ({ readOnly: true, managed: true, selinuxRelabel: true }),
     setUp: (args) => mounter.setUpAt(path, args),
     async setUpAt(dir, args) {
-      // status.hostIP is rendered "where known": from the pod, else from the node.
-      const hostIP = pod.status?.hostIP ?? host.getHostIP();
-      const subject = hostIP && !pod.status?.hostIP ? { ...pod, status: { ...pod.status, hostIP } } : pod;
       const { payload, errors } = collectDownwardAPIData(
         source.items ?? [],
-        subject,
+        pod,
         host.getNodeAllocatable(),
         source.defaultMode ?? 0o644,
       );

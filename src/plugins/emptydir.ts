@@ -9,8 +9,16 @@ import { escapeQualifiedName } from '../volumehost/paths.ts';
 import { removeAllOneFilesystem } from '../volumehost/removeall.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { podMemoryLimit, tmpfsNoswapSupported } from './memory.ts';
-import { type Attributes, type Mounter, type MounterArgs, type Spec, type Unmounter, VolumeError, type VolumePlugin } from './types.ts';
 import { quantityToBigInt } from './quantity-bytes.ts';
+import {
+  type Attributes,
+  type Mounter,
+  type MounterArgs,
+  type Spec,
+  type Unmounter,
+  VolumeError,
+  type VolumePlugin,
+} from './types.ts';
 import { setVolumeOwnership } from './volume-ownership.ts';
 
 export const emptyDirPluginName = 'kubernetes.io/empty-dir';
@@ -49,7 +57,10 @@ async function setReady(dir: string): Promise<void> {
 }
 
 /** kubelet's GetMountMedium: what is mounted at `dir` right now. */
-export async function mountMedium(mounter: MountInterface, dir: string): Promise<{ medium: Medium; mounted: boolean; pageSize?: string }> {
+export async function mountMedium(
+  mounter: MountInterface,
+  dir: string,
+): Promise<{ medium: Medium; mounted: boolean; pageSize?: string }> {
   let notMnt: boolean;
   try {
     notMnt = await mounter.isLikelyNotMountPoint(dir);
@@ -61,7 +72,9 @@ export async function mountMedium(mounter: MountInterface, dir: string): Promise
   if (type === TMPFS_MAGIC) return { medium: 'Memory', mounted: !notMnt };
   if (type === HUGETLBFS_MAGIC) {
     const entry = (await mounter.list()).find((m) => m.mountPoint === dir);
-    const opt = [...(entry?.superOptions ?? []), ...(entry?.mountOptions ?? [])].find((o) => o.startsWith('pagesize='));
+    const opt = [...(entry?.superOptions ?? []), ...(entry?.mountOptions ?? [])].find((o) =>
+      o.startsWith('pagesize='),
+    );
     const pageSize = opt ? `${opt.slice('pagesize='.length).replace(/[KMG]$/, (u) => `${u}i`)}` : undefined;
     return { medium: 'HugePages', mounted: !notMnt, pageSize };
   }
@@ -80,12 +93,15 @@ export function hugePageSize(pod: V1Pod, medium: string): string {
     }
   }
   if (sizes.size === 0) {
-    throw new VolumeError('HugePagesNotRequested', 'hugePages storage requested, but there is no resource request for huge pages');
+    throw new VolumeError(
+      'HugePagesNotRequested',
+      'hugePages storage requested, but there is no resource request for huge pages',
+    );
   }
   if (sizes.size > 1) {
     throw new VolumeError(
       'HugePagesMultipleSizes',
-      'multiple huge page sizes requested: medium: HugePages can\'t be used if container requests multiple huge page sizes',
+      "multiple huge page sizes requested: medium: HugePages can't be used if container requests multiple huge page sizes",
     );
   }
   return [...sizes][0];
@@ -144,7 +160,8 @@ class EmptyDirMounter implements Mounter {
     }
     if (medium === '') await setupDir(dir);
     else if (medium === 'Memory') await this.#setupTmpfs(dir, current);
-    else if (medium === 'HugePages' || medium.startsWith('HugePages-')) await this.#setupHugepages(dir, medium, current);
+    else if (medium === 'HugePages' || medium.startsWith('HugePages-'))
+      await this.#setupHugepages(dir, medium, current);
     else throw new VolumeError('UnknownStorageMedium', `unknown storage medium "${medium}"`);
     if (args.fsGroup !== undefined) await setVolumeOwnership(dir, args.fsGroup, false);
     await setReady(meta);
@@ -159,7 +176,11 @@ class EmptyDirMounter implements Mounter {
     await this.#host.getMounter().mount('tmpfs', dir, 'tmpfs', options, { withoutSystemd: true });
   }
 
-  async #setupHugepages(dir: string, medium: string, current: { medium: Medium; mounted: boolean; pageSize?: string }): Promise<void> {
+  async #setupHugepages(
+    dir: string,
+    medium: string,
+    current: { medium: Medium; mounted: boolean; pageSize?: string },
+  ): Promise<void> {
     const pageSize = hugePageSize(this.#pod, medium);
     await setupDir(dir);
     if (current.mounted && current.medium === 'HugePages') {
@@ -169,7 +190,9 @@ class EmptyDirMounter implements Mounter {
         `mounted dir ${dir} pagesize '${current.pageSize}' and requested medium size '${pageSize}' differ`,
       );
     }
-    await this.#host.getMounter().mount('nodev', dir, 'hugetlbfs', [`pagesize=${pageSize}`], { withoutSystemd: true });
+    await this.#host
+      .getMounter()
+      .mount('nodev', dir, 'hugetlbfs', [`pagesize=${pageSize}`], { withoutSystemd: true });
   }
 }
 

@@ -43,7 +43,10 @@ async function typeMatchedOrError(path: string, expected: FileType, description:
     );
   }
   if (actual !== expected) {
-    throw new VolumeError('HostPathTypeMismatch', `hostPath type check failed: ${path} is not a ${description}, it's a ${actual}`);
+    throw new VolumeError(
+      'HostPathTypeMismatch',
+      `hostPath type check failed: ${path} is not a ${description}, it's a ${actual}`,
+    );
   }
 }
 
@@ -125,4 +128,3 @@ export function hostPathPlugin(): VolumePlugin {
     constructVolumeSpec: (name) => ({ volume: { name, hostPath: { path: name } }, readOnly: false }),
   };
 }
-

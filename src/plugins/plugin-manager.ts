@@ -2,7 +2,8 @@
 import type { VolumeHost } from '../volumehost/types.ts';
 import { type Spec, VolumeError, type VolumePlugin } from './types.ts';
 
-const qualifiedName = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)\/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+const qualifiedName =
+  /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)\/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 
 export class VolumePluginMgr {
   readonly #plugins = new Map<string, VolumePlugin>();

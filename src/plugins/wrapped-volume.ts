@@ -44,16 +44,21 @@ export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
     await writeAtomically(s.dir, s.payload, {
       logContext,
       setPerms:
-        s.args.fsGroup === undefined ? undefined : () => setVolumeOwnership(s.dir, s.args.fsGroup as number, false),
+        s.args.fsGroup === undefined
+          ? undefined
+          : () => setVolumeOwnership(s.dir, s.args.fsGroup as number, false),
     });
   } catch (err) {
     // kubelet tears the wrapper down on any failure; doing that to a volume that
     // was already serving a running pod would pull its files away, so only a
     // first-time set-up is rolled back.
-    if (!wasSetUp) await tearDownWrapped(s.host, s.volumeName, s.medium, s.pod.metadata?.uid ?? '', s.dir).catch(() => {});
+    if (!wasSetUp)
+      await tearDownWrapped(s.host, s.volumeName, s.medium, s.pod.metadata?.uid ?? '', s.dir).catch(() => {});
     if (err instanceof VolumeError) throw err;
     const msg = (err as Error).message;
-    throw new VolumeError(/invalid|must not|path/i.test(msg) ? 'InvalidPath' : 'WriteFailed', msg, { cause: err });
+    throw new VolumeError(/invalid|must not|path/i.test(msg) ? 'InvalidPath' : 'WriteFailed', msg, {
+      cause: err,
+    });
   }
 }
 

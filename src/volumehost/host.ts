@@ -22,8 +22,13 @@ export interface ClusterBackend {
   getTrustAnchorsByName?: VolumeHost['getTrustAnchorsByName'];
   getTrustAnchorsBySigner?: VolumeHost['getTrustAnchorsBySigner'];
   eventRecorder?: EventRecorder;
-  csiDrivers?: CSIDriverLister & { hasSynced(): boolean; waitForCacheSync(timeoutMs?: number): Promise<void> };
-  node?: () => { labels: Record<string, string>; allocatable: Record<string, string>; hostIP?: string } | undefined;
+  csiDrivers?: CSIDriverLister & {
+    hasSynced(): boolean;
+    waitForCacheSync(timeoutMs?: number): Promise<void>;
+  };
+  node?: () =>
+    | { labels: Record<string, string>; allocatable: Record<string, string>; hostIP?: string }
+    | undefined;
 }
 
 export interface VolumeHostOptions {
@@ -85,7 +90,9 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
     getTrustAnchorsByName: (name, allowMissing) =>
       cluster.getTrustAnchorsByName ? cluster.getTrustAnchorsByName(name, allowMissing) : fail(),
     getTrustAnchorsBySigner: (signer, selector, allowMissing) =>
-      cluster.getTrustAnchorsBySigner ? cluster.getTrustAnchorsBySigner(signer, selector, allowMissing) : fail(),
+      cluster.getTrustAnchorsBySigner
+        ? cluster.getTrustAnchorsBySigner(signer, selector, allowMissing)
+        : fail(),
     getEventRecorder: () => cluster.eventRecorder ?? logRecorder,
     csiDriverLister: () => cluster.csiDrivers,
     csiDriversSynced: () => cluster.csiDrivers?.hasSynced() ?? false,
@@ -100,7 +107,9 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
     },
     newWrapperUnmounter: (volumeName, spec, podUID) => {
       const wrapped = renamed(volumeName, spec);
-      return opts.pluginMgr.findPluginBySpec(wrapped).newUnmounter(wrapped.volume?.name ?? volumeName, podUID);
+      return opts.pluginMgr
+        .findPluginBySpec(wrapped)
+        .newUnmounter(wrapped.volume?.name ?? volumeName, podUID);
     },
     findPluginBySpec: (spec) => opts.pluginMgr.findPluginBySpec(spec),
   };

@@ -19,6 +19,7 @@ export const podVolumeDeviceDir = (root: string, uid: string, escapedPlugin: str
 export const pluginsDir = (root: string) => join(root, 'plugins');
 /** Not escaped, as in kubelet: kubernetes.io/csi becomes nested directories. */
 export const pluginDir = (root: string, plugin: string) => join(pluginsDir(root), plugin);
-export const volumeDevicePluginDir = (root: string, plugin: string) => join(pluginDir(root, plugin), 'volumeDevices');
+export const volumeDevicePluginDir = (root: string, plugin: string) =>
+  join(pluginDir(root, plugin), 'volumeDevices');
 /** podvol's own per-volume records, used to rebuild state after a restart. */
 export const podVolumeRecordsDir = (root: string, uid: string) => join(podDir(root, uid), 'podvol');

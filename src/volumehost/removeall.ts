@@ -8,7 +8,9 @@ import type { Mounter } from '../mount/types.ts';
 export class MountedBelowError extends Error {
   readonly mountPoints: string[];
   constructor(path: string, mountPoints: string[]) {
-    super(`refusing to remove ${path}: ${mountPoints.length} mount point(s) below it (${mountPoints.slice(0, 3).join(', ')})`);
+    super(
+      `refusing to remove ${path}: ${mountPoints.length} mount point(s) below it (${mountPoints.slice(0, 3).join(', ')})`,
+    );
     this.name = 'MountedBelowError';
     this.mountPoints = mountPoints;
   }

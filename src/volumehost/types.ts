@@ -4,10 +4,10 @@
 import type {
   AuthenticationV1TokenRequest,
   V1ConfigMap,
+  V1CSIDriver,
   V1LabelSelector,
   V1Pod,
   V1Secret,
-  V1CSIDriver,
 } from '@kubernetes/client-node';
 import type { Mounter as MountInterface } from '../mount/types.ts';
 import type { Mounter, Spec, Unmounter, VolumePlugin } from '../plugins/types.ts';

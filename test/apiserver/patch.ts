@@ -18,20 +18,22 @@ export function mergePatch(target: Json, patch: Json): Json {
   return out;
 }
 
-function unescape(token: string): string {
+function unescapePointer(token: string): string {
   return token.replace(/~1/g, '/').replace(/~0/g, '~');
 }
 
 function parentOf(doc: Json, path: string): { parent: Record<string, Json> | Json[]; key: string } {
-  const tokens = path.split('/').slice(1).map(unescape);
+  const tokens = path.split('/').slice(1).map(unescapePointer);
   const key = tokens.pop();
   if (key === undefined) throw new StatusError(422, `invalid JSON patch path ${JSON.stringify(path)}`);
   let cur = doc;
   for (const t of tokens) {
-    if (cur === null || typeof cur !== 'object') throw new StatusError(422, `JSON patch path ${path} does not exist`);
+    if (cur === null || typeof cur !== 'object')
+      throw new StatusError(422, `JSON patch path ${path} does not exist`);
     cur = (cur as Record<string, Json>)[t];
   }
-  if (cur === null || typeof cur !== 'object') throw new StatusError(422, `JSON patch path ${path} does not exist`);
+  if (cur === null || typeof cur !== 'object')
+    throw new StatusError(422, `JSON patch path ${path} does not exist`);
   return { parent: cur as Record<string, Json>, key };
 }
 
@@ -64,7 +66,10 @@ export function jsonPatch(doc: Json, ops: Op[]): Json {
       case 'test': {
         const cur = isArr ? parent[idx] : parent[key];
         if (JSON.stringify(cur) !== JSON.stringify(op.value)) {
-          throw new StatusError(422, `the server rejected our request due to an error in our request: testing value ${op.path} failed`);
+          throw new StatusError(
+            422,
+            `the server rejected our request due to an error in our request: testing value ${op.path} failed`,
+          );
         }
         break;
       }
@@ -85,6 +90,9 @@ export function applyPatch(contentType: string, doc: Json, body: Json): Json {
     case 'application/strategic-merge-patch+json':
       return mergePatch(doc, body);
     default:
-      throw new StatusError(415, `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json`);
+      throw new StatusError(
+        415,
+        `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json`,
+      );
   }
 }

@@ -86,7 +86,14 @@ export function resourceTable(opts: ResourceOptions = {}): ResourceDef[] {
       singular: 'event',
       kind: 'Event',
       namespaced: true,
-      fieldLabels: [...metaFields, 'reason', 'type', 'regarding.kind', 'regarding.name', 'regarding.namespace'],
+      fieldLabels: [
+        ...metaFields,
+        'reason',
+        'type',
+        'regarding.kind',
+        'regarding.name',
+        'regarding.namespace',
+      ],
       subresources: [],
     },
     {

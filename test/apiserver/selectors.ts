@@ -84,9 +84,7 @@ export function parseLabelSelector(selector: string): Matcher {
     if (m) {
       const [, key, op, value] = m;
       tests.push(
-        op === '!='
-          ? (o) => labels(o)[key] !== value
-          : (o) => key in labels(o) && labels(o)[key] === value,
+        op === '!=' ? (o) => labels(o)[key] !== value : (o) => key in labels(o) && labels(o)[key] === value,
       );
       continue;
     }

@@ -1,6 +1,7 @@
 // The test API server, exercised only through the real @kubernetes/client-node.
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, type TestContext, test } from 'node:test';
@@ -40,6 +41,30 @@ function pod(ns: string, name: string, nodeName?: string): V1Pod {
     metadata: { name, namespace: ns },
     spec: { nodeName, containers: [{ name: 'c', image: 'busybox' }] },
   };
+}
+
+/** A plain HTTPS GET with the server's CA and token, for paths client-node has no method for. */
+function raw(
+  api: TestApiServer,
+  path: string,
+  token = api.token,
+): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${api.url}${path}`,
+      { ca: api.caCert, headers: { authorization: `Bearer ${token}` } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          text += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+      },
+    );
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 async function rejects(p: Promise<unknown>): Promise<ApiException<string>> {
@@ -143,7 +168,9 @@ describe('test API server', () => {
     assert.deepEqual(status.details, { name: 'missing', group: '', kind: 'secrets' });
 
     await core.createNamespacedConfigMap({ namespace: 'ns', body: { metadata: { name: 'c' } } });
-    const dup = await rejects(core.createNamespacedConfigMap({ namespace: 'ns', body: { metadata: { name: 'c' } } }));
+    const dup = await rejects(
+      core.createNamespacedConfigMap({ namespace: 'ns', body: { metadata: { name: 'c' } } }),
+    );
     assert.equal(dup.code, 409);
     assert.equal(JSON.parse(dup.body).reason, 'AlreadyExists');
   });
@@ -164,7 +191,9 @@ describe('test API server', () => {
       s2.items.map((s) => s.metadata?.name),
       ['s2'],
     );
-    const bad = await rejects(core.listNamespacedSecret({ namespace: 'a', fieldSelector: 'spec.nodeName=x' }));
+    const bad = await rejects(
+      core.listNamespacedSecret({ namespace: 'a', fieldSelector: 'spec.nodeName=x' }),
+    );
     assert.equal(bad.code, 400);
     assert.match(JSON.parse(bad.body).message, /field label not supported: spec.nodeName/);
   });
@@ -226,7 +255,12 @@ describe('test API server', () => {
     const listErr = await rejects(core.listNamespacedPod({ namespace: 'ns', resourceVersion: old }));
     assert.equal(listErr.code, 410);
     assert.equal(JSON.parse(listErr.body).reason, 'Expired');
-    const { events, err } = await collect(kc, '/api/v1/namespaces/ns/pods', { resourceVersion: old }, () => false);
+    const { events, err } = await collect(
+      kc,
+      '/api/v1/namespaces/ns/pods',
+      { resourceVersion: old },
+      () => false,
+    );
     assert.equal(err, null);
     assert.equal(events.length, 1);
     assert.equal(events[0].type, 'ERROR');
@@ -260,15 +294,18 @@ describe('test API server', () => {
     const { api, core } = await setup(t);
     const other = new KubeConfig();
     other.loadFromOptions({
-      clusters: [{ name: 'c', server: api.url }],
+      clusters: [{ name: 'c', server: api.url, caData: Buffer.from(api.caCert).toString('base64') }],
       users: [{ name: 'u', token: 'wrong' }],
       contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
       currentContext: 'x',
     });
     const unauth = await rejects(other.makeApiClient(CoreV1Api).listNode());
     assert.equal(unauth.code, 401);
-    assert.equal(JSON.parse(unauth.body).reason, 'Unauthorized');
-
+    const status = await raw(api, '/api/v1/nodes', 'wrong');
+    assert.deepEqual(
+      [status.status, (status.body as { kind: string; reason: string }).reason],
+      [401, 'Unauthorized'],
+    );
     const allow = api.hooks.forbid({ verb: 'list', resource: 'secrets' });
     const denied = await rejects(core.listNamespacedSecret({ namespace: 'ns' }));
     assert.equal(denied.code, 403);
@@ -278,12 +315,21 @@ describe('test API server', () => {
     );
     allow();
     assert.deepEqual((await core.listNamespacedSecret({ namespace: 'ns' })).items, []);
+
+    // A rotated token makes the old one a 401.
+    api.hooks.setToken('rotated');
+    const stale = await rejects(core.listNode());
+    assert.equal(stale.code, 401);
   });
 
   test('TokenRequest: token + expiry, 404 for a missing service account, 403 when forbidden', async (t) => {
     const { api, core } = await setup(t);
     const missing = await rejects(
-      core.createNamespacedServiceAccountToken({ namespace: 'ns', name: 'sa', body: { spec: { audiences: [] } } }),
+      core.createNamespacedServiceAccountToken({
+        namespace: 'ns',
+        name: 'sa',
+        body: { spec: { audiences: [] } },
+      }),
     );
     assert.equal(missing.code, 404);
     assert.equal(JSON.parse(missing.body).message, 'serviceaccounts "sa" not found');
@@ -310,8 +356,11 @@ describe('test API server', () => {
     const claims = JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString());
     assert.deepEqual(claims.aud, ['vault']);
     assert.equal(claims['kubernetes.io'].pod.uid, p.metadata!.uid);
-    const exp = new Date(tr.status!.expirationTimestamp).getTime();
-    assert.ok(exp >= Math.floor(before / 1000) * 1000 + 3600_000 && exp <= Date.now() + 3600_000, String(exp));
+    const exp = new Date(tr.status!.expirationTimestamp as unknown as string).getTime();
+    assert.ok(
+      exp >= Math.floor(before / 1000) * 1000 + 3600_000 && exp <= Date.now() + 3600_000,
+      String(exp),
+    );
     const again = await core.createNamespacedServiceAccountToken({
       namespace: 'ns',
       name: 'sa',
@@ -324,14 +373,20 @@ describe('test API server', () => {
       core.createNamespacedServiceAccountToken({
         namespace: 'ns',
         name: 'sa',
-        body: { spec: { audiences: [], boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: 'p', uid: 'old' } } },
+        body: {
+          spec: { audiences: [], boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: 'p', uid: 'old' } },
+        },
       }),
     );
     assert.equal(wrongUID.code, 409);
 
     api.hooks.forbid({ verb: 'create', resource: 'serviceaccounts', subresource: 'token' });
     const forbidden = await rejects(
-      core.createNamespacedServiceAccountToken({ namespace: 'ns', name: 'sa', body: { spec: { audiences: [] } } }),
+      core.createNamespacedServiceAccountToken({
+        namespace: 'ns',
+        name: 'sa',
+        body: { spec: { audiences: [] } },
+      }),
     );
     assert.equal(forbidden.code, 403);
     assert.match(JSON.parse(forbidden.body).message, /cannot create resource "serviceaccounts\/token"/);
@@ -364,7 +419,9 @@ describe('test API server', () => {
   test('storage.k8s.io csidrivers and certificates.k8s.io clustertrustbundles with label selectors', async (t) => {
     const { kc } = await setup(t);
     const storage = kc.makeApiClient(StorageV1Api);
-    await storage.createCSIDriver({ body: { metadata: { name: 'csi.example.com' }, spec: { podInfoOnMount: true } } });
+    await storage.createCSIDriver({
+      body: { metadata: { name: 'csi.example.com' }, spec: { podInfoOnMount: true } },
+    });
     const d = await storage.readCSIDriver({ name: 'csi.example.com' });
     assert.equal(d.spec.podInfoOnMount, true);
     assert.equal(d.apiVersion, 'storage.k8s.io/v1');
@@ -384,25 +441,21 @@ describe('test API server', () => {
       one.items.map((b) => b.metadata?.name),
       ['example.com:signer:a'],
     );
-    const bySigner = await certs.listClusterTrustBundle({ fieldSelector: 'spec.signerName=example.com/signer' });
+    const bySigner = await certs.listClusterTrustBundle({
+      fieldSelector: 'spec.signerName=example.com/signer',
+    });
     assert.equal(bySigner.items.length, 1);
   });
 
   test('discovery lists the certificates.k8s.io versions the server is told to serve', async (t) => {
-    const { kc } = await setup(t, { clusterTrustBundleVersions: ['v1alpha1'] });
-    const cluster = kc.getCurrentCluster()!;
-    const opts = await kc.applyToFetchOptions({});
-    const res = await fetch(`${cluster.server}/apis/certificates.k8s.io`, {
-      headers: opts.headers as Record<string, string>,
-    });
-    const group = await res.json();
+    const { api } = await setup(t, { clusterTrustBundleVersions: ['v1alpha1'] });
+    const get = (path: string) => raw(api, path);
+    const group = (await get('/apis/certificates.k8s.io')).body as { versions: { version: string }[] };
     assert.deepEqual(
-      group.versions.map((v: { version: string }) => v.version),
+      group.versions.map((v) => v.version),
       ['v1alpha1'],
     );
-    const beta = await fetch(`${cluster.server}/apis/certificates.k8s.io/v1beta1/clustertrustbundles`, {
-      headers: opts.headers as Record<string, string>,
-    });
+    const beta = await get('/apis/certificates.k8s.io/v1beta1/clustertrustbundles');
     assert.equal(beta.status, 404);
   });
 });

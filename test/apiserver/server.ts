@@ -21,7 +21,13 @@ import {
   resourceList,
   resourceTable,
 } from './resources.ts';
-import { type KubeObj, type Matcher, parseFieldSelector, parseLabelSelector, SelectorError } from './selectors.ts';
+import {
+  type KubeObj,
+  type Matcher,
+  parseFieldSelector,
+  parseLabelSelector,
+  SelectorError,
+} from './selectors.ts';
 import { StatusError, tooOld } from './status.ts';
 import { TestStore } from './store.ts';
 import { testCaCert, testServerCert, testServerKey } from './tls.ts';
@@ -180,7 +186,8 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
   const hanging = new Set<ServerResponse>();
 
   function route(segments: string[]): { group: string; version: string; rest: string[] } | undefined {
-    if (segments[0] === 'api' && segments.length >= 2) return { group: '', version: segments[1], rest: segments.slice(2) };
+    if (segments[0] === 'api' && segments.length >= 2)
+      return { group: '', version: segments[1], rest: segments.slice(2) };
     if (segments[0] === 'apis' && segments.length >= 3) {
       return { group: segments[1], version: segments[2], rest: segments.slice(3) };
     }
@@ -303,11 +310,8 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
     watches.add(w);
     res.on('close', () => w.end());
     try {
-      unsubscribe = store.watch(
-        r.def.id,
-        fromRV,
-        { namespace: r.namespace, matches },
-        (type, o) => send(type, out(o, r)),
+      unsubscribe = store.watch(r.def.id, fromRV, { namespace: r.namespace, matches }, (type, o) =>
+        send(type, out(o, r)),
       );
     } catch (e) {
       if (e instanceof StatusError) {
@@ -335,7 +339,11 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
 
   function sendBookmark(w: OpenWatch): void {
     if (!w.bookmarks || w.frozen || w.res.writableEnded) return;
-    const object = { kind: w.kind, apiVersion: w.apiVersion, metadata: { resourceVersion: String(store.resourceVersion()) } };
+    const object = {
+      kind: w.kind,
+      apiVersion: w.apiVersion,
+      metadata: { resourceVersion: String(store.resourceVersion()) },
+    };
     w.res.write(`${JSON.stringify({ type: 'BOOKMARK', object })}\n`);
   }
 
@@ -360,7 +368,8 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
     let podClaim: { name: string; uid: string } | undefined;
     if (ref && (ref.kind ?? '') === 'Pod') {
       const pod = store.mustGet('pods', ns, ref.name ?? '');
-      const podSA = (pod.spec as { serviceAccountName?: string } | undefined)?.serviceAccountName || 'default';
+      const podSA =
+        (pod.spec as { serviceAccountName?: string } | undefined)?.serviceAccountName || 'default';
       if (podSA !== saName) {
         throw new StatusError(
           400,
@@ -463,7 +472,8 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
     const id = r.def.id;
 
     if (r.subresource === 'token') {
-      if (verb !== 'create') throw new StatusError(405, 'the server does not allow this method on the requested resource');
+      if (verb !== 'create')
+        throw new StatusError(405, 'the server does not allow this method on the requested resource');
       return [201, issueToken(r, body)];
     }
     switch (verb) {
@@ -475,7 +485,8 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
       case 'get':
         return [200, out(store.mustGet(id, r.namespace, r.name!), r)];
       case 'create': {
-        if (r.name !== undefined) throw new StatusError(405, 'the server does not allow this method on the requested resource');
+        if (r.name !== undefined)
+          throw new StatusError(405, 'the server does not allow this method on the requested resource');
         const o = asObject(body);
         checkNamespace(o, r);
         if (r.def.namespaced) o.metadata.namespace = r.namespace;
@@ -485,7 +496,10 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
         const o = asObject(body);
         checkNamespace(o, r);
         if (o.metadata.name && o.metadata.name !== r.name) {
-          throw new StatusError(400, `the name of the object (${o.metadata.name}) does not match the name on the URL (${r.name})`);
+          throw new StatusError(
+            400,
+            `the name of the object (${o.metadata.name}) does not match the name on the URL (${r.name})`,
+          );
         }
         o.metadata.name = r.name;
         if (r.def.namespaced) o.metadata.namespace = r.namespace;
@@ -537,7 +551,12 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
       if (auth !== `Bearer ${token}`) throw new StatusError(401, 'Unauthorized');
       const segments = url.pathname.split('/').filter((s) => s !== '');
       if (url.pathname === '/version') {
-        return send(200, { major: '1', minor: '34', gitVersion: 'v1.34.0-podvol-test', platform: 'linux/amd64' });
+        return send(200, {
+          major: '1',
+          minor: '34',
+          gitVersion: 'v1.34.0-podvol-test',
+          platform: 'linux/amd64',
+        });
       }
       if (url.pathname === '/api') {
         return send(200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] });
@@ -639,7 +658,9 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
       if (!o.expireWatches) return;
       for (const w of [...watches]) {
         if (w.frozen) continue;
-        w.res.write(`${JSON.stringify({ type: 'ERROR', object: tooOld(store.resourceVersion() - 1, store.resourceVersion()).toStatus() })}\n`);
+        w.res.write(
+          `${JSON.stringify({ type: 'ERROR', object: tooOld(store.resourceVersion() - 1, store.resourceVersion()).toStatus() })}\n`,
+        );
         w.end();
       }
     },
@@ -672,7 +693,10 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
         clusters: [
           {
             name: 'test',
-            cluster: { server: url, 'certificate-authority-data': Buffer.from(testCaCert).toString('base64') },
+            cluster: {
+              server: url,
+              'certificate-authority-data': Buffer.from(testCaCert).toString('base64'),
+            },
           },
         ],
         users: [{ name: 'test', user: { token: o.token ?? token } }],

@@ -94,7 +94,12 @@ export class TestStore {
     const all = [...this.objects.get(d.id)!.values()];
     return all
       .filter((o) => namespace === undefined || o.metadata.namespace === namespace)
-      .sort((a, b) => (this.key(d, a.metadata.namespace, a.metadata.name!) < this.key(d, b.metadata.namespace, b.metadata.name!) ? -1 : 1))
+      .sort((a, b) =>
+        this.key(d, a.metadata.namespace, a.metadata.name!) <
+        this.key(d, b.metadata.namespace, b.metadata.name!)
+          ? -1
+          : 1,
+      )
       .map(clone);
   }
 
@@ -107,9 +112,17 @@ export class TestStore {
     }
     const name = obj.metadata.name;
     if (!name) {
-      throw new StatusError(422, `${d.kind} "" is invalid: metadata.name: Required value: name or generateName is required`, {
-        details: { group: d.group, kind: d.kind, causes: [{ reason: 'FieldValueRequired', field: 'metadata.name' }] },
-      });
+      throw new StatusError(
+        422,
+        `${d.kind} "" is invalid: metadata.name: Required value: name or generateName is required`,
+        {
+          details: {
+            group: d.group,
+            kind: d.kind,
+            causes: [{ reason: 'FieldValueRequired', field: 'metadata.name' }],
+          },
+        },
+      );
     }
     if (d.namespaced) obj.metadata.namespace ??= 'default';
     else delete obj.metadata.namespace;
@@ -140,7 +153,8 @@ export class TestStore {
     const cur = map.get(k);
     if (!cur) throw notFound(this.qualified(d), name, d.group, d.plural);
     const inRV = input.metadata.resourceVersion;
-    if (inRV && inRV !== cur.metadata.resourceVersion) throw conflict(this.qualified(d), name, d.group, d.plural);
+    if (inRV && inRV !== cur.metadata.resourceVersion)
+      throw conflict(this.qualified(d), name, d.group, d.plural);
     let next: KubeObj;
     if (opts.subresource === 'status') {
       next = { ...clone(cur), status: clone(input.status) };
@@ -162,7 +176,8 @@ export class TestStore {
     };
     if (next.metadata.namespace === undefined) delete next.metadata.namespace;
     if (next.metadata.deletionTimestamp === undefined) delete next.metadata.deletionTimestamp;
-    if (next.metadata.deletionGracePeriodSeconds === undefined) delete next.metadata.deletionGracePeriodSeconds;
+    if (next.metadata.deletionGracePeriodSeconds === undefined)
+      delete next.metadata.deletionGracePeriodSeconds;
     next.metadata.resourceVersion = String(++this.rv);
     map.set(k, next);
     this.emit({ rv: this.rv, resource: d.id, type: 'MODIFIED', object: clone(next), prev: clone(cur) });
@@ -201,7 +216,9 @@ export class TestStore {
       const prevGrace = Number(cur.metadata.deletionGracePeriodSeconds ?? Number.POSITIVE_INFINITY);
       if (already && !(grace < prevGrace)) return clone(cur);
       const next = clone(cur);
-      next.metadata.deletionTimestamp ??= new Date(Date.now() + grace * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+      next.metadata.deletionTimestamp ??= new Date(Date.now() + grace * 1000)
+        .toISOString()
+        .replace(/\.\d+Z$/, 'Z');
       next.metadata.deletionGracePeriodSeconds = grace;
       if (grace === 0 && !finalizers?.length) return this.remove(d, k);
       next.metadata.resourceVersion = String(++this.rv);
@@ -239,7 +256,12 @@ export class TestStore {
    * synthetic ADDED events for the current objects) and then live events.
    * Throws 410 Gone for a compacted `fromRV`.
    */
-  watch(resource: string, fromRV: number | undefined, filter: WatchFilter, listener: WatchListener): () => void {
+  watch(
+    resource: string,
+    fromRV: number | undefined,
+    filter: WatchFilter,
+    listener: WatchListener,
+  ): () => void {
     const d = this.def(resource);
     if (fromRV !== undefined) this.checkNotCompacted(fromRV);
     const sub: Subscriber = { resource: d.id, filter, listener };
@@ -259,7 +281,8 @@ export class TestStore {
 
   private deliver(sub: Subscriber, ev: StoredEvent): void {
     if (sub.resource !== ev.resource) return;
-    const inNs = (o: KubeObj) => sub.filter.namespace === undefined || o.metadata.namespace === sub.filter.namespace;
+    const inNs = (o: KubeObj) =>
+      sub.filter.namespace === undefined || o.metadata.namespace === sub.filter.namespace;
     if (!inNs(ev.object)) return;
     const now = sub.filter.matches(ev.object);
     if (ev.type !== 'MODIFIED') {

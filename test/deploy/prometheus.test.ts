@@ -35,7 +35,7 @@ describe('deploy/prometheus/metrics.json', () => {
     const rows = new Map(
       read('docs/operations.md')
         .split('\n')
-        .map((l) => /^\| `([a-z_:]+)` \| (\w+) \| ([^|]*) \|/.exec(l))
+        .map((l) => /^\|\s*`([a-z_:]+)`\s*\|\s*(\w+)\s*\|([^|]*)\|/.exec(l))
         .filter((m) => m !== null)
         .map((m) => [m[1], { type: m[2], labels: [...m[3].matchAll(/`(\w+)`/g)].map((x) => x[1]) }]),
     );

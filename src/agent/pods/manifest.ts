@@ -71,9 +71,15 @@ const SAFE_UID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 function stringMapErrors(v: unknown, field: string): string[] {
   if (v === undefined || v === null) return [];
   if (!isObj(v)) return [`${field}: Invalid value: must be a map of string to string`];
-  return Object.entries(v)
-    .filter(([, val]) => typeof val !== 'string')
-    .map(([k, val]) => `${field}[${q(k)}]: Invalid value: ${q(val)}: must be a string (quote it in YAML)`);
+  return (
+    Object.entries(v)
+      .filter(([, val]) => typeof val !== 'string')
+      // The value itself is not echoed: annotations are where people put secrets.
+      .map(
+        ([k, val]) =>
+          `${field}[${q(k)}]: Invalid value: a ${val === null ? 'null' : typeof val}: must be a string (quote it in YAML)`,
+      )
+  );
 }
 
 function containerErrors(spec: Obj): string[] {
@@ -270,7 +276,9 @@ export function parseManifestFile(text: string, file: string, nodeName: string):
           ? 'kind is missing'
           : v.kind !== 'Pod'
             ? `kind ${q(v.kind)}`
-            : `apiVersion ${q(v.apiVersion)}`;
+            : v.apiVersion === undefined
+              ? 'apiVersion is missing'
+              : `apiVersion ${q(v.apiVersion)}`;
       const hint =
         v.kind === 'PodList' || v.kind === 'List' ? ' (write one Pod per document, separated by ---)' : '';
       err('NotAPod', `${what}: only apiVersion "v1", kind "Pod" documents are static pods${hint}`, ns, name);

@@ -99,7 +99,7 @@ function quantityValue(v: unknown): number | undefined {
   const m = QUANTITY.exec(s);
   if (!m) return undefined;
   const [, sign, num, suffix = ''] = m;
-  const mult = suffix === '' ? 1 : /^[eE]/.test(suffix) ? 10 ** Number(suffix.slice(1)) : SUFFIX[suffix];
+  const mult = suffix === '' ? 1 : (SUFFIX[suffix] ?? 10 ** Number(suffix.slice(1)));
   const value = Number(num) * mult;
   return sign === '-' ? -value : value;
 }
@@ -254,7 +254,7 @@ function checkFieldRef(ref: Obj, field: string, add: Add): void {
   if (DOWNWARD_FIELD_PATHS.includes(p) || SUBSCRIPTED_FIELD_PATH.test(p)) return;
   add(
     VolumeReason.InvalidField,
-    `${field}.fieldPath: Unsupported value: ${q(p)}: supported values: ${DOWNWARD_FIELD_PATHS.map(q).join(', ')}`,
+    `${field}.fieldPath: Unsupported value: ${q(p)}: unsupported fieldPath for a downwardAPI volume; supported values: ${DOWNWARD_FIELD_PATHS.map(q).join(', ')} and metadata.labels['<key>'], metadata.annotations['<key>']`,
   );
 }
 
@@ -570,6 +570,15 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
         add(
           VolumeReason.UnknownVolumeSource,
           `${field}: Forbidden: may not specify more than 1 volume type (found ${known.map(q).join(', ')})`,
+        );
+        return;
+      }
+      // kubelet has disabled the in-tree gitRepo driver by default since 1.33
+      // (GitRepoVolumeDriver gate; CVE-2024-10220, CVE-2025-1767).
+      if (known[0] === 'gitRepo') {
+        add(
+          VolumeReason.UnknownVolumeSource,
+          `${field}.gitRepo: Unsupported value: the gitRepo volume type is disabled; clone into an emptyDir from an init container instead`,
         );
         return;
       }

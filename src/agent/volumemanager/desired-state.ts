@@ -54,7 +54,10 @@ function volumesOf(pod: V1Pod, pluginMgr: VolumePluginMgr, host: VolumeHost): Ma
       const path = plugin.newMounter(spec, pod).getPath();
       add(name, { pluginName: plugin.name, spec, path, requiresRemount: plugin.requiresRemount(spec) });
     } catch (err) {
-      add(name, { requiresRemount: false, problem: { reason: reasonOf(err, 'UnknownVolumeSource'), message: (err as Error).message } });
+      add(name, {
+        requiresRemount: false,
+        problem: { reason: reasonOf(err, 'UnknownVolumeSource'), message: (err as Error).message },
+      });
     }
   }
   void host;
@@ -102,4 +105,3 @@ export class DesiredStateOfWorld {
     return this.pods().flatMap((p) => [...p.volumes.values()].filter((v) => !v.problem));
   }
 }
-

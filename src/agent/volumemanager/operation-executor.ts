@@ -34,7 +34,10 @@ export class OperationExecutor {
     if (prev?.pending) return 'already-pending';
     let state: OperationState;
     if (prev && prev.operationName === operationName) {
-      if (prev.lastErrorTime !== undefined && this.#now() - prev.lastErrorTime <= prev.durationBeforeRetryMs) {
+      if (
+        prev.lastErrorTime !== undefined &&
+        this.#now() - prev.lastErrorTime <= prev.durationBeforeRetryMs
+      ) {
         return 'backoff';
       }
       state = prev;

@@ -37,13 +37,20 @@ export async function readRecord(
   volumeName: string,
 ): Promise<VolumeRecord | undefined> {
   try {
-    const r = JSON.parse(await readFile(recordPath(root, podUID, pluginName, volumeName), 'utf8')) as VolumeRecord;
+    const r = JSON.parse(
+      await readFile(recordPath(root, podUID, pluginName, volumeName), 'utf8'),
+    ) as VolumeRecord;
     return r.version === 1 && r.volume?.name === volumeName ? r : undefined;
   } catch {
     return undefined;
   }
 }
 
-export async function removeRecord(root: string, podUID: string, pluginName: string, volumeName: string): Promise<void> {
+export async function removeRecord(
+  root: string,
+  podUID: string,
+  pluginName: string,
+  volumeName: string,
+): Promise<void> {
   await rm(recordPath(root, podUID, pluginName, volumeName), { force: true });
 }

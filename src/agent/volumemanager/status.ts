@@ -39,7 +39,12 @@ export function buildStatus(
     for (const d of p.volumes.values()) {
       const v = asw.get(d.key);
       const op = executor.state(d.key);
-      const base = { name: d.volumeName, plugin: d.pluginName ?? '', path: d.path ?? '', attempts: op?.attempts ?? 0 };
+      const base = {
+        name: d.volumeName,
+        plugin: d.pluginName ?? '',
+        path: d.path ?? '',
+        attempts: op?.attempts ?? 0,
+      };
       if (d.problem) {
         volumes.push({ ...base, state: 'failed', reason: d.problem.reason, message: d.problem.message });
       } else if (op?.lastError && !op.pending) {
@@ -85,8 +90,11 @@ export function buildStatus(
     });
   }
   for (const [uid, message] of podErrors) {
-    if (!dsw.pod(uid) && !leaving.has(uid)) leaving.set(uid, { namespace: '', name: '', uid, volumes: [], message });
+    if (!dsw.pod(uid) && !leaving.has(uid))
+      leaving.set(uid, { namespace: '', name: '', uid, volumes: [], message });
   }
   out.push(...leaving.values());
-  return out.sort((a, b) => `${a.namespace}/${a.name}/${a.uid}`.localeCompare(`${b.namespace}/${b.name}/${b.uid}`));
+  return out.sort((a, b) =>
+    `${a.namespace}/${a.name}/${a.uid}`.localeCompare(`${b.namespace}/${b.name}/${b.uid}`),
+  );
 }

@@ -40,7 +40,12 @@ export interface VolumeManagerOptions {
   now?: () => number;
 }
 
-const noMetrics: VolumeManagerMetrics = { operation() {}, operationError() {}, reconcile() {}, reconstructed() {} };
+const noMetrics: VolumeManagerMetrics = {
+  operation() {},
+  operationError() {},
+  reconcile() {},
+  reconstructed() {},
+};
 
 /** kubelet's FsUserFrom: the runAsUser every container agrees on, if any. */
 function fsUserFrom(pod: V1Pod): number | undefined {
@@ -161,11 +166,17 @@ export class VolumeManager {
         reconstructed: true,
       });
       this.#o.metrics.reconstructed(true);
-      this.#o.logger.info({ podUID: uid, volume: volumeName, plugin: pluginName, record: Boolean(record) }, 'reconstructed volume');
+      this.#o.logger.info(
+        { podUID: uid, volume: volumeName, plugin: pluginName, record: Boolean(record) },
+        'reconstructed volume',
+      );
     } catch (err) {
       this.#o.metrics.reconstructed(false);
       this.#o.metrics.operationError('reconstruct', reasonOf(err, 'ReconstructFailed'));
-      this.#o.logger.error({ podUID: uid, volume: volumeName, plugin: pluginName, err: (err as Error).message }, 'could not reconstruct volume');
+      this.#o.logger.error(
+        { podUID: uid, volume: volumeName, plugin: pluginName, err: (err as Error).message },
+        'could not reconstruct volume',
+      );
     }
   }
 
@@ -222,7 +233,12 @@ export class VolumeManager {
     const { logger, metrics, pluginMgr, rootDir, host } = this.#o;
     const pluginName = d.pluginName as string;
     const spec = d.spec as NonNullable<VolumeToMount['spec']>;
-    const log = { pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`, podUID: d.podUID, volume: d.volumeName, plugin: pluginName };
+    const log = {
+      pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`,
+      podUID: d.podUID,
+      volume: d.volumeName,
+      plugin: pluginName,
+    };
     if (prev) prev.remountRequired = false;
     const t0 = performance.now();
     const base: MountedVolume = {
@@ -259,22 +275,44 @@ export class VolumeManager {
       metrics.operation(pluginName, 'volume_mount', false, seconds);
       metrics.operationError('volume_mount', reason);
       // Whatever SetUp left behind must be torn down if the pod goes away.
-      this.asw.set({ ...base, state: prev?.state === 'mounted' ? 'mounted' : 'uncertain', remountRequired: prev?.state === 'mounted' });
+      this.asw.set({
+        ...base,
+        state: prev?.state === 'mounted' ? 'mounted' : 'uncertain',
+        remountRequired: prev?.state === 'mounted',
+      });
       const message = (err as Error).message;
-      logger.warn({ ...log, durationMs: Math.round(seconds * 1000), reason, err: message }, 'MountVolume.SetUp failed');
-      host.getEventRecorder().eventf(pod, 'Warning', 'FailedMount', `MountVolume.SetUp failed for volume "${d.volumeName}" : ${message}`);
+      logger.warn(
+        { ...log, durationMs: Math.round(seconds * 1000), reason, err: message },
+        'MountVolume.SetUp failed',
+      );
+      host
+        .getEventRecorder()
+        .eventf(
+          pod,
+          'Warning',
+          'FailedMount',
+          `MountVolume.SetUp failed for volume "${d.volumeName}" : ${message}`,
+        );
       throw err;
     }
     const seconds = (performance.now() - t0) / 1000;
     metrics.operation(pluginName, 'volume_mount', true, seconds);
     const current = this.asw.get(d.key);
     this.asw.set({ ...base, state: 'mounted', remountRequired: current?.remountRequired ?? false });
-    logger.info({ ...log, durationMs: Math.round(seconds * 1000), remount: prev !== undefined }, 'MountVolume.SetUp succeeded');
+    logger.info(
+      { ...log, durationMs: Math.round(seconds * 1000), remount: prev !== undefined },
+      'MountVolume.SetUp succeeded',
+    );
   }
 
   async #unmount(v: MountedVolume): Promise<void> {
     const { logger, metrics, pluginMgr, rootDir } = this.#o;
-    const log = { pod: `${v.podNamespace}/${v.podName}`, podUID: v.podUID, volume: v.volumeName, plugin: v.pluginName };
+    const log = {
+      pod: `${v.podNamespace}/${v.podName}`,
+      podUID: v.podUID,
+      volume: v.volumeName,
+      plugin: v.pluginName,
+    };
     const t0 = performance.now();
     try {
       await pluginMgr.findPluginByName(v.pluginName).newUnmounter(v.volumeName, v.podUID).tearDown();
@@ -284,7 +322,10 @@ export class VolumeManager {
       metrics.operation(v.pluginName, 'volume_unmount', false, seconds);
       metrics.operationError('volume_unmount', reason);
       v.state = 'uncertain';
-      logger.warn({ ...log, durationMs: Math.round(seconds * 1000), reason, err: (err as Error).message }, 'UnmountVolume.TearDown failed');
+      logger.warn(
+        { ...log, durationMs: Math.round(seconds * 1000), reason, err: (err as Error).message },
+        'UnmountVolume.TearDown failed',
+      );
       throw err;
     }
     const seconds = (performance.now() - t0) / 1000;
@@ -344,7 +385,8 @@ async function readdirOrEmpty(dir: string): Promise<string[]> {
   try {
     return await readdir(dir);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return [];
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR')
+      return [];
     throw err;
   }
 }

@@ -99,7 +99,7 @@ function errno(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException)?.code;
 }
 
-class AtomicWriteError extends Error {
+export class AtomicWriteError extends Error {
   constructor(context: string, step: string, cause?: unknown) {
     const detail = cause === undefined ? '' : `: ${(cause as Error)?.message ?? String(cause)}`;
     super(`${context ? `${context}: ` : ''}${step}${detail}`, { cause });

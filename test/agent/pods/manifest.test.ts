@@ -72,6 +72,7 @@ describe('parseManifestFile', () => {
       'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n',
       'apiVersion: v2\nkind: Pod\nmetadata: {name: p}\n',
       'metadata: {name: nokind}\n',
+      'kind: Pod\nmetadata: {name: noversion}\n',
       'apiVersion: v1\nkind: PodList\nitems: []\n',
       '- just\n- a list\n',
       'plain scalar\n',
@@ -87,13 +88,15 @@ describe('parseManifestFile', () => {
         [4, 'NotAPod'],
         [5, 'NotAPod'],
         [6, 'NotAPod'],
+        [7, 'NotAPod'],
       ],
     );
     assert.match(errors[0].message, /kind "Deployment"/);
     assert.match(errors[1].message, /apiVersion "v2"/);
     assert.match(errors[2].message, /kind is missing/);
-    assert.match(errors[3].message, /one Pod per document/);
-    assert.match(errors[4].message, /a list/);
+    assert.match(errors[3].message, /apiVersion is missing/);
+    assert.match(errors[4].message, /one Pod per document/);
+    assert.match(errors[5].message, /a list/);
   });
 
   test('a pod invalid as a whole is reported and skipped, naming every problem', () => {

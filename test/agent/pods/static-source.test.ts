@@ -1,0 +1,233 @@
+import assert from 'node:assert/strict';
+import { mkdir, rename, rm, truncate, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, type TestContext, test } from 'node:test';
+import { pino } from 'pino';
+import { MAX_MANIFEST_BYTES } from '../../../src/agent/pods/manifest.ts';
+import { createStaticPodSource, isIgnoredManifestName } from '../../../src/agent/pods/static-source.ts';
+import type { PodSource } from '../../../src/agent/pods/types.ts';
+import { tempDir } from '../../helpers/mountns.ts';
+
+const manifest = (name: string, labels = 'app: demo', extra = '') => `apiVersion: v1
+kind: Pod
+metadata:
+  name: ${name}
+  labels: {${labels}}
+${extra}spec:
+  containers:
+    - name: app
+      image: busybox
+      volumeMounts: [{name: scratch, mountPath: /scratch}]
+  volumes:
+    - name: scratch
+      emptyDir: {}
+`;
+
+/** Polls until cond() holds; fails with `what` after a generous deadline. */
+async function waitFor(what: string, cond: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!cond()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for: ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function names(src: PodSource): string[] {
+  return src
+    .pods()
+    .map((p) => p.metadata?.name ?? '')
+    .sort();
+}
+
+interface Harness {
+  src: PodSource;
+  logs: Record<string, unknown>[];
+  changes: () => number;
+}
+
+async function startSource(t: TestContext, dir: string): Promise<Harness> {
+  const logs: Record<string, unknown>[] = [];
+  const logger = pino({ level: 'debug' }, { write: (line: string) => logs.push(JSON.parse(line)) });
+  const src = createStaticPodSource({ dir, nodeName: 'node-a', logger });
+  let count = 0;
+  src.onChange(() => count++);
+  t.after(() => src.stop());
+  await src.start();
+  return { src, logs, changes: () => count };
+}
+
+describe('static pod source', () => {
+  test('reads the manifests present at start and is synced once start() resolves', async (t) => {
+    const dir = await tempDir(t);
+    await writeFile(join(dir, 'a.yaml'), manifest('a'));
+    await writeFile(
+      join(dir, 'b.json'),
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'b' },
+        spec: { containers: [{ name: 'c', image: 'i' }] },
+      }),
+    );
+    const { src } = await startSource(t, dir);
+    assert.equal(src.name, 'file');
+    assert.equal(src.hasSynced(), true);
+    assert.deepEqual(names(src), ['a-node-a', 'b-node-a']);
+    assert.deepEqual(src.errors(), []);
+  });
+
+  test('ignores dotfiles, editor backups and sub-directories', async (t) => {
+    const dir = await tempDir(t);
+    await writeFile(join(dir, 'real.yaml'), manifest('real'));
+    await writeFile(join(dir, '.real.yaml.swp'), manifest('swap'));
+    await writeFile(join(dir, 'real.yaml~'), manifest('backup'));
+    await writeFile(join(dir, '#real.yaml#'), manifest('autosave'));
+    await mkdir(join(dir, 'nested'));
+    await writeFile(join(dir, 'nested', 'deep.yaml'), manifest('deep'));
+    const { src } = await startSource(t, dir);
+    assert.deepEqual(names(src), ['real-node-a']);
+    assert.deepEqual(src.errors(), []);
+    assert.equal(isIgnoredManifestName('.hidden.yaml'), true);
+    assert.equal(isIgnoredManifestName('pod.yaml'), false);
+  });
+
+  test('adding, changing and removing a file adds, changes and removes the pod', async (t) => {
+    const dir = await tempDir(t);
+    const { src, changes } = await startSource(t, dir);
+    assert.deepEqual(src.pods(), []);
+
+    const before = changes();
+    await writeFile(join(dir, 'web.yaml'), manifest('web'));
+    await waitFor('pod web to appear', () => names(src).includes('web-node-a'));
+    assert.ok(changes() > before, 'onChange fired for the add');
+    const uid = src.pods()[0].metadata?.uid;
+
+    const beforeChange = changes();
+    await writeFile(join(dir, 'web.yaml'), manifest('web', 'app: demo, version: two'));
+    await waitFor('pod web to get the new label', () => src.pods()[0]?.metadata?.labels?.version === 'two');
+    assert.ok(changes() > beforeChange, 'onChange fired for the change');
+    assert.equal(src.pods()[0].metadata?.uid, uid, 'an edited manifest keeps its pod UID');
+
+    const beforeRemove = changes();
+    await rm(join(dir, 'web.yaml'));
+    await waitFor('pod web to disappear', () => src.pods().length === 0);
+    assert.ok(changes() > beforeRemove, 'onChange fired for the removal');
+  });
+
+  test('an atomic rename into place is picked up', async (t) => {
+    const dir = await tempDir(t);
+    const { src } = await startSource(t, dir);
+    await writeFile(join(dir, '.web.yaml.tmp'), manifest('web'));
+    await rename(join(dir, '.web.yaml.tmp'), join(dir, 'web.yaml'));
+    await waitFor('renamed manifest to be read', () => names(src).includes('web-node-a'));
+  });
+
+  test('an invalid document is reported and logged by file and reason, other pods unaffected, and clears when fixed', async (t) => {
+    const dir = await tempDir(t);
+    await writeFile(join(dir, 'good.yaml'), manifest('good'));
+    const { src, logs } = await startSource(t, dir);
+    const bad = join(dir, 'bad.yaml');
+    await writeFile(
+      bad,
+      `${manifest('fine')}---\napiVersion: v1\nkind: Pod\nmetadata: {name: broken, annotations: {secret: hunter2}}\nspec: {}\n`,
+    );
+    await waitFor('the bad document to be reported', () => src.errors().length === 1);
+    const [err] = src.errors();
+    assert.equal(err.source, 'file');
+    assert.equal(err.file, bad);
+    assert.equal(err.document, 2);
+    assert.equal(err.name, 'broken');
+    assert.equal(err.reason, 'InvalidPod');
+    assert.deepEqual(names(src), ['fine-node-a', 'good-node-a']);
+
+    const logged = logs.find((l) => l.reason === 'InvalidPod');
+    assert.ok(logged, 'the rejection is logged');
+    assert.equal(logged.file, bad);
+    assert.equal(logged.level, 50);
+    assert.doesNotMatch(JSON.stringify(logs), /hunter2/, 'document content never reaches the log');
+
+    await writeFile(bad, manifest('fine'));
+    await waitFor('the error to clear', () => src.errors().length === 0);
+    assert.deepEqual(names(src), ['fine-node-a', 'good-node-a']);
+  });
+
+  test('the same pod defined in two files: the later file is an error', async (t) => {
+    const dir = await tempDir(t);
+    await writeFile(join(dir, 'a.yaml'), manifest('web'));
+    await writeFile(join(dir, 'b.yaml'), manifest('web', 'other: label'));
+    const { src } = await startSource(t, dir);
+    assert.deepEqual(names(src), ['web-node-a']);
+    assert.equal(src.pods()[0].metadata?.labels?.app, 'demo');
+    assert.deepEqual(
+      src.errors().map((e) => [e.file, e.reason]),
+      [[join(dir, 'b.yaml'), 'DuplicateUID']],
+    );
+  });
+
+  test('a file over the size cap is reported, not read', async (t) => {
+    const dir = await tempDir(t);
+    const huge = join(dir, 'huge.yaml');
+    await writeFile(huge, '');
+    await truncate(huge, MAX_MANIFEST_BYTES + 1);
+    await writeFile(join(dir, 'ok.yaml'), manifest('ok'));
+    const { src } = await startSource(t, dir);
+    assert.deepEqual(names(src), ['ok-node-a']);
+    assert.deepEqual(
+      src.errors().map((e) => [e.file, e.reason]),
+      [[huge, 'FileTooLarge']],
+    );
+  });
+
+  test('a directory that does not exist yet: synced and empty, then its pods appear when it is created', async (t) => {
+    const parent = await tempDir(t);
+    const dir = join(parent, 'manifests');
+    const { src } = await startSource(t, dir);
+    assert.equal(src.hasSynced(), true);
+    assert.deepEqual(src.pods(), []);
+    assert.deepEqual(src.errors(), []);
+    await mkdir(dir);
+    await writeFile(join(dir, 'late.yaml'), manifest('late'));
+    await waitFor('pods of the late directory', () => names(src).includes('late-node-a'));
+
+    await rm(dir, { recursive: true });
+    await waitFor('pods to go with the directory', () => src.pods().length === 0);
+    await mkdir(dir);
+    await writeFile(join(dir, 'again.yaml'), manifest('again'));
+    await waitFor('pods of the re-created directory', () => names(src).includes('again-node-a'));
+  });
+
+  test('a manifest path that is a file is reported, not fatal', async (t) => {
+    const parent = await tempDir(t);
+    const file = join(parent, 'not-a-dir');
+    await writeFile(file, manifest('x'));
+    const { src } = await startSource(t, file);
+    assert.deepEqual(src.pods(), []);
+    assert.deepEqual(
+      src.errors().map((e) => e.reason),
+      ['ReadError'],
+    );
+  });
+
+  test('after stop() nothing changes any more and listeners are not called', async (t) => {
+    const dir = await tempDir(t);
+    const { src, changes } = await startSource(t, dir);
+    await src.stop();
+    const before = changes();
+    await writeFile(join(dir, 'late.yaml'), manifest('late'));
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(src.pods(), []);
+    assert.equal(changes(), before);
+  });
+
+  test('unsubscribing stops notifications to that listener', async (t) => {
+    const dir = await tempDir(t);
+    const { src, changes } = await startSource(t, dir);
+    let calls = 0;
+    const off = src.onChange(() => calls++);
+    off();
+    const before = changes();
+    await writeFile(join(dir, 'x.yaml'), manifest('x'));
+    await waitFor('the other listener to be called', () => changes() > before);
+    assert.equal(calls, 0);
+  });
+});

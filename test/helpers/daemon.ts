@@ -1,0 +1,143 @@
+// Runs `podvol run` as a child process (inside the test's mount namespace) and
+// gives tests its HTTP endpoints, its log lines and ways to stop or kill it.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+
+export const repoRoot = join(import.meta.dirname, '..', '..');
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs = 15_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== false) return v as T;
+    } catch (err) {
+      lastErr = err;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}${lastErr ? `: ${(lastErr as Error).message}` : ''}`);
+}
+
+export interface PodvolProcess {
+  url: string;
+  proc: ChildProcess;
+  output(): string;
+  logLines(): Record<string, unknown>[];
+  get(path: string): Promise<{ status: number; body: string }>;
+  status(): Promise<StatusDoc>;
+  /** Sends a signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export interface StatusVolume {
+  name: string;
+  plugin: string;
+  state: string;
+  path: string;
+  reason: string;
+  message: string;
+  attempts: number;
+}
+export interface StatusDoc {
+  pods: { namespace: string; name: string; uid: string; volumes: StatusVolume[] }[];
+  errors: { reason: string; message: string; file?: string }[];
+}
+
+export async function startPodvol(args: {
+  rootDir: string;
+  manifests?: string;
+  extra?: string[];
+  env?: Record<string, string>;
+}): Promise<PodvolProcess> {
+  const port = await freePort();
+  const argv = [
+    join(repoRoot, 'bin', 'podvol.js'),
+    'run',
+    '--root-dir',
+    args.rootDir,
+    '--listen',
+    `127.0.0.1:${port}`,
+    '--node-name',
+    'testnode',
+    ...(args.manifests ? ['--pod-manifest-path', args.manifests] : []),
+    ...(args.extra ?? []),
+  ];
+  const proc = spawn(process.execPath, argv, {
+    env: { ...process.env, ...args.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  proc.stdout?.on('data', (d) => {
+    out += d;
+  });
+  proc.stderr?.on('data', (d) => {
+    out += d;
+  });
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  const url = `http://127.0.0.1:${port}`;
+  const get = async (path: string) => {
+    const res = await fetch(url + path);
+    return { status: res.status, body: await res.text() };
+  };
+  const p: PodvolProcess = {
+    url,
+    proc,
+    output: () => out,
+    logLines: () =>
+      out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>),
+    get,
+    status: async () => JSON.parse((await get('/status')).body) as StatusDoc,
+    async stop(signal = 'SIGTERM') {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+      return exited;
+    },
+  };
+  await waitFor(
+    'podvol to listen',
+    async () => (await get('/healthz')).status === 200 || undefined,
+    20_000,
+  ).catch((err) => {
+    proc.kill('SIGKILL');
+    throw new Error(`${err.message}\n${out}`);
+  });
+  return p;
+}
+
+export async function mountTable(): Promise<string[]> {
+  return (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').filter(Boolean);
+}
+
+/** Mount entries (id, mount point, fs type, super options) below `root`. */
+export async function mountsBelow(
+  root: string,
+): Promise<{ id: string; mountPoint: string; fsType: string; superOptions: string }[]> {
+  return (await mountTable())
+    .map((line) => {
+      const f = line.split(' ');
+      const sep = f.indexOf('-');
+      return { id: f[0], mountPoint: f[4], fsType: f[sep + 1], superOptions: f[sep + 3] };
+    })
+    .filter((m) => m.mountPoint.startsWith(`${root}/`));
+}
