@@ -18,7 +18,12 @@ function setup() {
   const lines: string[] = [];
   const rec = (level: string) => (obj: Record<string, unknown>, msg?: string) =>
     lines.push(`${level} ${msg ?? ''} ${JSON.stringify(obj)}`);
-  const logger: MountLogger = { debug: rec('debug'), info: rec('info'), warn: rec('warn'), error: rec('error') };
+  const logger: MountLogger = {
+    debug: rec('debug'),
+    info: rec('info'),
+    warn: rec('warn'),
+    error: rec('error'),
+  };
   const mounter = createLinuxMounter({ runner, logger, commandTimeoutMs: 10_000 });
   return { runner, mounter, lines };
 }
@@ -94,18 +99,22 @@ describe('LinuxMounter on real mounts', () => {
     assert.equal(await readFile(join(src, 'back'), 'utf8'), 'x');
   });
 
-  mountTest('bind mount ro: a write into the target fails with EROFS, the source stays writable', async (t) => {
-    const { mounter } = setup();
-    const root = await scratchDir(t);
-    const src = await dirIn(root, 'src');
-    const dst = await dirIn(root, 'dst');
-    await mounter.mount(src, dst, '', ['bind', 'ro', 'nosuid', 'nodev', 'noexec']);
+  mountTest(
+    'bind mount ro: a write into the target fails with EROFS, the source stays writable',
+    async (t) => {
+      const { mounter } = setup();
+      const root = await scratchDir(t);
+      const src = await dirIn(root, 'src');
+      const dst = await dirIn(root, 'dst');
+      await mounter.mount(src, dst, '', ['bind', 'ro', 'nosuid', 'nodev', 'noexec']);
 
-    assert.equal(await errnoOf(writeFile(join(dst, 'f'), 'x')), 'EROFS');
-    await writeFile(join(src, 'f'), 'x');
-    const opts = entryAt(dst)?.mountOptions ?? [];
-    for (const flag of ['ro', 'nosuid', 'nodev', 'noexec']) assert.ok(opts.includes(flag), `${flag} in ${opts}`);
-  });
+      assert.equal(await errnoOf(writeFile(join(dst, 'f'), 'x')), 'EROFS');
+      await writeFile(join(src, 'f'), 'x');
+      const opts = entryAt(dst)?.mountOptions ?? [];
+      for (const flag of ['ro', 'nosuid', 'nodev', 'noexec'])
+        assert.ok(opts.includes(flag), `${flag} in ${opts}`);
+    },
+  );
 
   mountTest('a bind keeps the nosuid of its source mount even when not asked for', async (t) => {
     const { mounter } = setup();
@@ -140,7 +149,10 @@ describe('LinuxMounter on real mounts', () => {
     assert.ok((await mounter.list()).some((m) => m.mountPoint === nested));
 
     // The parent cannot go while a child is mounted on it.
-    await assert.rejects(mounter.unmount(vol), (err: unknown) => err instanceof MountError && err.code === 'EBUSY');
+    await assert.rejects(
+      mounter.unmount(vol),
+      (err: unknown) => err instanceof MountError && err.code === 'EBUSY',
+    );
     assert.equal(await mounter.unmount(nested), 'unmounted');
   });
 
@@ -213,19 +225,22 @@ describe('LinuxMounter on real mounts', () => {
     assert.equal((await pathExists(dir)).exists, false);
   });
 
-  mountTest('extensive cleanup catches a same-filesystem bind mount that the cheap check misses', async (t) => {
-    const { mounter } = setup();
-    const root = await scratchDir(t);
-    const src = await dirIn(root, 'src');
-    const dst = await dirIn(root, 'dst');
-    await mounter.mount(src, dst, '', ['bind']);
-    // Same device on both sides: the device-number check cannot see this mount.
-    assert.equal(await mounter.isLikelyNotMountPoint(dst), true);
-    assert.equal(await mounter.isMountPoint(dst), true);
-    await mounter.cleanupMountPoint(dst, true);
-    assert.equal(entryAt(dst), undefined);
-    assert.equal((await pathExists(dst)).exists, false);
-  });
+  mountTest(
+    'extensive cleanup catches a same-filesystem bind mount that the cheap check misses',
+    async (t) => {
+      const { mounter } = setup();
+      const root = await scratchDir(t);
+      const src = await dirIn(root, 'src');
+      const dst = await dirIn(root, 'dst');
+      await mounter.mount(src, dst, '', ['bind']);
+      // Same device on both sides: the device-number check cannot see this mount.
+      assert.equal(await mounter.isLikelyNotMountPoint(dst), true);
+      assert.equal(await mounter.isMountPoint(dst), true);
+      await mounter.cleanupMountPoint(dst, true);
+      assert.equal(entryAt(dst), undefined);
+      assert.equal((await pathExists(dst)).exists, false);
+    },
+  );
 
   mountTest('cleanupMountPoint removes a bind-mounted file', async (t) => {
     const { mounter } = setup();
@@ -273,24 +288,30 @@ describe('LinuxMounter on real mounts', () => {
     assert.equal(await errnoOf(mounter.isMountPoint(join(root, 'nope'))), 'ENOENT');
   });
 
-  mountTest('a failed mount reports command, masked arguments and output; secrets appear nowhere', async (t) => {
-    const { mounter, lines } = setup();
-    const dir = await dirIn(await scratchDir(t), 'm');
-    // uid is a valid option, but 99999999999 does not fit in 32 bits, so the kernel refuses it.
-    const secret = 'uid=99999999999';
-    await assert.rejects(
-      mounter.mount('tmpfs', dir, 'tmpfs', ['size=1m'], { sensitiveOptions: [secret] }),
-      (err: unknown) => {
-        assert.ok(err instanceof MountError);
-        assert.deepEqual(err.args, ['-t', 'tmpfs', '-o', 'size=1m,<masked>', 'tmpfs', dir]);
-        assert.match(err.message, /^mount failed: exit status \d+\nMounting command: mount\nMounting arguments: /);
-        assert.ok(err.output.length > 0);
-        assert.ok(!err.message.includes('99999999999'));
-        return true;
-      },
-    );
-    assert.ok(lines.length > 0 && lines.every((l) => !l.includes('99999999999')));
-  });
+  mountTest(
+    'a failed mount reports command, masked arguments and output; secrets appear nowhere',
+    async (t) => {
+      const { mounter, lines } = setup();
+      const dir = await dirIn(await scratchDir(t), 'm');
+      // uid is a valid option, but 99999999999 does not fit in 32 bits, so the kernel refuses it.
+      const secret = 'uid=99999999999';
+      await assert.rejects(
+        mounter.mount('tmpfs', dir, 'tmpfs', ['size=1m'], { sensitiveOptions: [secret] }),
+        (err: unknown) => {
+          assert.ok(err instanceof MountError);
+          assert.deepEqual(err.args, ['-t', 'tmpfs', '-o', 'size=1m,<masked>', 'tmpfs', dir]);
+          assert.match(
+            err.message,
+            /^mount failed: exit status \d+\nMounting command: mount\nMounting arguments: /,
+          );
+          assert.ok(err.output.length > 0);
+          assert.ok(!err.message.includes('99999999999'));
+          return true;
+        },
+      );
+      assert.ok(lines.length > 0 && lines.every((l) => !l.includes('99999999999')));
+    },
+  );
 
   mountTest('systemd is not PID 1 here: the probe says no without starting anything', async (t) => {
     const { mounter, runner } = setup();
@@ -326,7 +347,9 @@ describe('option injection is refused before any process starts', () => {
     const { mounter, runner } = setup();
     const dir = await dirIn(await scratchDir(t), 'target');
     const spawn = spySpawn(t);
-    const attempts: Array<[string, string, string, string[], { sensitiveOptions?: string[]; mountFlags?: string[] }?]> = [
+    const attempts: Array<
+      [string, string, string, string[], { sensitiveOptions?: string[]; mountFlags?: string[] }?]
+    > = [
       ['tmpfs', dir, 'tmpfs', ['size=1m,exec']],
       ['tmpfs', dir, 'tmpfs', ['size=1m', '-oexec']],
       ['tmpfs', dir, 'tmpfs', ['size=1m\nexec']],

@@ -37,6 +37,8 @@ export interface VolumeManagerOptions {
   metrics?: VolumeManagerMetrics;
   loopPeriodMs?: number;
   housekeepingPeriodMs?: number;
+  /** kubelet's syncFrequency: how often remount-requiring volumes (tokens, downwardAPI...) are refreshed. */
+  resyncPeriodMs?: number;
   now?: () => number;
 }
 
@@ -79,11 +81,19 @@ export class VolumeManager {
   #populated = false;
   #podsDirty = true;
   #lastHousekeeping = 0;
+  #lastResync = 0;
   #lastTick = 0;
   readonly #housekeepingErrors = new Map<string, string>();
 
   constructor(opts: VolumeManagerOptions) {
-    this.#o = { loopPeriodMs: 100, housekeepingPeriodMs: 2000, now: Date.now, metrics: noMetrics, ...opts };
+    this.#o = {
+      loopPeriodMs: 100,
+      housekeepingPeriodMs: 2000,
+      resyncPeriodMs: 60_000,
+      now: Date.now,
+      metrics: noMetrics,
+      ...opts,
+    };
     this.executor = new OperationExecutor(this.#o.now);
   }
 
@@ -193,6 +203,12 @@ export class VolumeManager {
         for (const uid of changed) {
           this.asw.markRemountRequired(uid, (v) => this.dsw.volume(v.key)?.requiresRemount ?? false);
         }
+      }
+      if (this.#o.now() - this.#lastResync >= this.#o.resyncPeriodMs) {
+        this.#lastResync = this.#o.now();
+        this.markRemountRequired(
+          (v) => v.state === 'mounted' && (this.dsw.volume(v.key)?.requiresRemount ?? false),
+        );
       }
       const ready = this.#o.sourcesReady();
       if (ready) this.#populated = true;

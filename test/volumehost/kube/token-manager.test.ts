@@ -1,9 +1,6 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, type TestContext, test } from 'node:test';
-import { type AuthenticationV1TokenRequest, KubeConfig } from '@kubernetes/client-node';
+import type { AuthenticationV1TokenRequest } from '@kubernetes/client-node';
 import {
   createStandaloneTokenManager,
   createTokenManager,
@@ -13,7 +10,8 @@ import {
   type TokenManager,
   tokenCacheKey,
 } from '../../../src/volumehost/kube/token-manager.ts';
-import { startTestApiServer, type TestApiServer } from '../../apiserver/server.ts';
+import type { TestApiServer } from '../../apiserver/server.ts';
+import { kubeEnv } from './env.ts';
 
 const HOUR = 3600 * 1000;
 const T0 = Date.UTC(2030, 0, 1);
@@ -123,11 +121,7 @@ interface Env {
 }
 
 async function setup(t: TestContext): Promise<Env> {
-  const api = await startTestApiServer();
-  const dir = await mkdtemp(join(tmpdir(), 'podvol-token-'));
-  const kc = new KubeConfig();
-  kc.loadFromFile(await api.kubeconfigPath(dir));
-  kc.clusters = kc.clusters.map((c) => ({ ...c, skipTLSVerify: true })); // TEMP until kubeconfigPath sets it
+  const { api, kc } = await kubeEnv(t);
   api.store.create('serviceaccounts', { metadata: { name: 'builder', namespace: 'ci' } });
   const pod = api.store.create('pods', {
     metadata: { name: 'job-1', namespace: 'ci' },
@@ -139,8 +133,6 @@ async function setup(t: TestContext): Promise<Env> {
   const tm = createTokenManager({ kubeConfig: kc, now: () => Date.now() + offset, random: () => 0, logger });
   t.after(async () => {
     tm.stop();
-    await api.close();
-    await rm(dir, { recursive: true, force: true });
   });
   const podUID = pod.metadata.uid!;
   return {

@@ -1,12 +1,18 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, type TestContext, test } from 'node:test';
 import {
+  createStandaloneTrustBundleManager,
+  createTrustBundleManager,
   labelSelectorString,
   labelsMatch,
   normalizeTrustAnchors,
   parseLabelSelector,
   pemBlocks,
+  STANDALONE_TRUST_BUNDLE_ERROR,
+  type TrustBundleManager,
 } from '../../../src/volumehost/kube/trust-bundles.ts';
+import type { TestApiServer } from '../../apiserver/server.ts';
+import { kubeEnv } from './env.ts';
 
 // Trust anchors are handled as opaque DER bytes (kubelet does not parse them either).
 const derA = Buffer.from('certificate A '.repeat(10));
@@ -113,4 +119,179 @@ describe('label selectors (metav1.LabelSelectorAsSelector)', () => {
       /"Gt" is not a valid label selector operator/,
     );
   });
+});
+
+interface Env {
+  api: TestApiServer;
+  mgr: TrustBundleManager;
+  advance(ms: number): void;
+  addBundle(name: string, trustBundle: string, signerName?: string, labels?: Record<string, string>): void;
+}
+
+async function setup(t: TestContext, versions: string[]): Promise<Env> {
+  const { api, kc } = await kubeEnv(t, { clusterTrustBundleVersions: versions });
+  let clock = Date.UTC(2030, 0, 1);
+  const mgr = createTrustBundleManager({
+    kubeConfig: kc,
+    now: () => clock,
+    random: () => 0.5,
+    cacheTTLMs: 10_000,
+  });
+  return {
+    api,
+    mgr,
+    advance: (ms) => {
+      clock += ms;
+    },
+    addBundle(name, trustBundle, signerName, labels) {
+      if (versions.length === 0) return;
+      api.store.create('clustertrustbundles', {
+        metadata: { name, labels },
+        spec: { trustBundle, ...(signerName ? { signerName } : {}) },
+      });
+    },
+  };
+}
+
+const certs = (text: string) => pemBlocks(text).map(String).sort();
+
+describe('trust bundle manager against an API server', () => {
+  for (const [served, expected] of [
+    [['v1'], 'v1'],
+    [['v1beta1'], 'v1beta1'],
+    [['v1alpha1'], 'v1alpha1'],
+    [['v1alpha1', 'v1beta1'], 'v1beta1'],
+    [['v1alpha1', 'v1beta1', 'v1'], 'v1'],
+  ] as const) {
+    test(`serving ${served.join('+')}, bundles are read through ${expected}`, async (t) => {
+      const env = await setup(t, [...served]);
+      env.addBundle('ops-roots', pem(derA) + pem(derB) + pem(derA));
+      const out = await env.mgr.getTrustAnchorsByName('ops-roots', false);
+      assert.deepEqual(certs(out), [String(derA), String(derB)].sort());
+      const paths = env.api.hooks.requests.map((r) => r.path);
+      assert.ok(
+        paths.includes(`/apis/certificates.k8s.io/${expected}/clustertrustbundles/ops-roots`),
+        paths.join('\n'),
+      );
+    });
+  }
+
+  test('a missing named bundle is empty when allowed, an error otherwise', async (t) => {
+    const env = await setup(t, ['v1beta1']);
+    assert.equal(await env.mgr.getTrustAnchorsByName('nope', true), '');
+    await assert.rejects(
+      env.mgr.getTrustAnchorsByName('nope', false),
+      /^Error: while getting ClusterTrustBundle: clustertrustbundles\.certificates\.k8s\.io "nope" not found$/,
+    );
+  });
+
+  test('by signer: merges every matching bundle, filtered by signer and labels', async (t) => {
+    const env = await setup(t, ['v1beta1']);
+    env.addBundle('example.com:mesh:a', pem(derA), 'example.com/mesh', { trust: 'yes', zone: 'a' });
+    env.addBundle('example.com:mesh:b', pem(derB) + pem(derA), 'example.com/mesh', {
+      trust: 'yes',
+      zone: 'b',
+    });
+    env.addBundle('example.com:mesh:c', pem(derC), 'example.com/mesh', { trust: 'no' });
+    env.addBundle('other.io:x', pem(derC), 'other.io/x', { trust: 'yes' });
+
+    const all = await env.mgr.getTrustAnchorsBySigner('example.com/mesh', {}, false);
+    assert.deepEqual(certs(all), [String(derA), String(derB), String(derC)].sort());
+
+    const trusted = await env.mgr.getTrustAnchorsBySigner(
+      'example.com/mesh',
+      { matchLabels: { trust: 'yes' } },
+      false,
+    );
+    assert.deepEqual(certs(trusted), [String(derA), String(derB)].sort());
+
+    const zoneB = await env.mgr.getTrustAnchorsBySigner(
+      'example.com/mesh',
+      {
+        matchExpressions: [
+          { key: 'zone', operator: 'In', values: ['b'] },
+          { key: 'trust', operator: 'Exists' },
+        ],
+      },
+      false,
+    );
+    assert.deepEqual(certs(zoneB), [String(derA), String(derB)].sort());
+
+    const notA = await env.mgr.getTrustAnchorsBySigner(
+      'example.com/mesh',
+      {
+        matchExpressions: [
+          { key: 'zone', operator: 'NotIn', values: ['a'] },
+          { key: 'zone', operator: 'Exists' },
+        ],
+      },
+      false,
+    );
+    assert.deepEqual(certs(notA), [String(derA), String(derB)].sort());
+
+    const unzoned = await env.mgr.getTrustAnchorsBySigner(
+      'example.com/mesh',
+      { matchExpressions: [{ key: 'zone', operator: 'DoesNotExist' }] },
+      false,
+    );
+    assert.deepEqual(certs(unzoned), [String(derC)]);
+
+    const lists = env.api.hooks.requests.filter((r) => r.verb === 'list');
+    assert.ok(lists.every((r) => r.query.fieldSelector === 'spec.signerName=example.com/mesh'));
+    assert.ok(lists.some((r) => r.query.labelSelector === 'trust=yes'));
+  });
+
+  test('by signer: zero matches is empty when allowed, kubelet error otherwise; nil selector matches nothing', async (t) => {
+    const env = await setup(t, ['v1']);
+    env.addBundle('example.com:mesh:a', pem(derA), 'example.com/mesh', { trust: 'yes' });
+    assert.equal(
+      await env.mgr.getTrustAnchorsBySigner('example.com/mesh', { matchLabels: { trust: 'no' } }, true),
+      '',
+    );
+    await assert.rejects(
+      env.mgr.getTrustAnchorsBySigner('example.com/mesh', { matchLabels: { trust: 'no' } }, false),
+      { message: 'combination of signerName and labelSelector matched zero ClusterTrustBundles' },
+    );
+    await assert.rejects(env.mgr.getTrustAnchorsBySigner('example.com/mesh', undefined, false), {
+      message: 'combination of signerName and labelSelector matched zero ClusterTrustBundles',
+    });
+  });
+
+  test('results are cached for the TTL, then re-read', async (t) => {
+    const env = await setup(t, ['v1beta1']);
+    env.addBundle('roots', pem(derA));
+    const before = await env.mgr.getTrustAnchorsByName('roots', false);
+    env.api.store.update('clustertrustbundles', {
+      ...env.api.store.mustGet('clustertrustbundles', undefined, 'roots'),
+      spec: { trustBundle: pem(derA) + pem(derB) },
+    });
+    assert.equal(await env.mgr.getTrustAnchorsByName('roots', false), before);
+    env.advance(10_001);
+    assert.deepEqual(
+      certs(await env.mgr.getTrustAnchorsByName('roots', false)),
+      [String(derA), String(derB)].sort(),
+    );
+  });
+
+  test('a forbidden list surfaces "forbidden"', async (t) => {
+    const env = await setup(t, ['v1beta1']);
+    env.api.hooks.forbid({ resource: 'clustertrustbundles', verb: 'list' });
+    await assert.rejects(env.mgr.getTrustAnchorsBySigner('example.com/mesh', {}, false), (err: Error) => {
+      assert.match(err.message, /^while listing ClusterTrustBundles matching label selector "": .*forbidden/);
+      return true;
+    });
+  });
+
+  test('no served version behaves like kubelet without the API', async (t) => {
+    const env = await setup(t, []);
+    await assert.rejects(env.mgr.getTrustAnchorsByName('roots', true), {
+      message: STANDALONE_TRUST_BUNDLE_ERROR,
+    });
+  });
+});
+
+test('standalone mode fails with kubelet-compatible wording', async () => {
+  const mgr = createStandaloneTrustBundleManager();
+  await assert.rejects(mgr.getTrustAnchorsByName('x', true), { message: STANDALONE_TRUST_BUNDLE_ERROR });
+  assert.ok(STANDALONE_TRUST_BUNDLE_ERROR.startsWith('ClusterTrustBundle projection is not supported in '));
 });

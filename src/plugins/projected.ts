@@ -1,0 +1,170 @@
+// kubernetes.io/projected: secret, configMap, downwardAPI, serviceAccountToken
+// and clusterTrustBundle sources merged into one tmpfs-backed volume. Errors
+// of all sources are collected; any one fails the SetUp, as in kubelet.
+import type { V1Pod, V1ProjectedVolumeSource } from '@kubernetes/client-node';
+import { escapeQualifiedName } from '../volumehost/paths.ts';
+import type { VolumeHost } from '../volumehost/types.ts';
+import { configMapPayload, fetchError, fetchOptional, secretPayload } from './payload.ts';
+import {
+  type Mounter,
+  type MounterArgs,
+  reasonOf,
+  type Spec,
+  VolumeError,
+  type VolumePlugin,
+} from './types.ts';
+import type { FileProjection } from './util/atomic-writer.ts';
+import { collectDownwardAPIData } from './util/fieldpath.ts';
+import { setUpWrapped, tearDownWrapped } from './wrapped-volume.ts';
+
+export const projectedPluginName = 'kubernetes.io/projected';
+const escaped = escapeQualifiedName(projectedPluginName);
+
+/**
+ * kubelet refuses every projected volume when it has no API client; podvol
+ * only fails the sources that need the API, so a projected downwardAPI works
+ * in standalone mode too.
+ */
+export async function collectProjectedData(
+  host: VolumeHost,
+  pod: V1Pod,
+  source: V1ProjectedVolumeSource,
+  args: MounterArgs,
+): Promise<Map<string, FileProjection>> {
+  const defaultMode = source.defaultMode;
+  if (defaultMode === undefined || defaultMode === null) {
+    throw new VolumeError('InvalidMode', 'no defaultMode used, not even the default value for it');
+  }
+  const ns = pod.metadata?.namespace ?? 'default';
+  const errors: unknown[] = [];
+  const payload = new Map<string, FileProjection>();
+  const merge = (m: Map<string, FileProjection>) => {
+    for (const [k, v] of m) payload.set(k, v);
+  };
+  // The token file is 0600 when fsUser/fsGroup is set; SetVolumeOwnership then makes it 0640.
+  const privateMode = args.fsUser !== undefined || args.fsGroup !== undefined ? 0o600 : defaultMode;
+
+  for (const s of source.sources ?? []) {
+    try {
+      if (s.secret) {
+        const optional = s.secret.optional === true;
+        const secret = await fetchOptional(
+          () => host.getSecretFunc()(ns, s.secret?.name ?? ''),
+          {},
+          optional,
+        ).catch((err) => {
+          throw fetchError('Secret', err);
+        });
+        merge(secretPayload(s.secret.items, secret, defaultMode, optional));
+      } else if (s.configMap) {
+        const optional = s.configMap.optional === true;
+        const cm = await fetchOptional(
+          () => host.getConfigMapFunc()(ns, s.configMap?.name ?? ''),
+          {},
+          optional,
+        ).catch((err) => {
+          throw fetchError('ConfigMap', err);
+        });
+        merge(configMapPayload(s.configMap.items, cm, defaultMode, optional));
+      } else if (s.downwardAPI) {
+        const r = collectDownwardAPIData(
+          s.downwardAPI.items ?? [],
+          pod,
+          host.getNodeAllocatable(),
+          defaultMode,
+        );
+        if (r.errors.length > 0) throw new VolumeError('DownwardAPIFieldError', r.errors.join(', '));
+        merge(r.payload);
+      } else if (s.serviceAccountToken) {
+        const tp = s.serviceAccountToken;
+        const tr = await host
+          .getServiceAccountTokenFunc()(ns, pod.spec?.serviceAccountName || 'default', {
+            spec: {
+              audiences: tp.audience ? [tp.audience] : [],
+              expirationSeconds: tp.expirationSeconds,
+              boundObjectRef: {
+                apiVersion: 'v1',
+                kind: 'Pod',
+                name: pod.metadata?.name,
+                uid: pod.metadata?.uid,
+              },
+            },
+          })
+          .catch((err: unknown) => {
+            const msg = err instanceof Error ? err.message : String(err);
+            const reason = /forbidden/i.test(msg)
+              ? 'TokenRequestForbidden'
+              : /standalone/.test(msg)
+                ? 'StandaloneMode'
+                : 'TokenRequestFailed';
+            throw new VolumeError(reason, msg, { cause: err });
+          });
+        payload.set(tp.path, { data: tr.status?.token ?? '', mode: privateMode, fsUser: args.fsUser });
+      } else if (s.clusterTrustBundle) {
+        const ctb = s.clusterTrustBundle;
+        const allowMissing = ctb.optional === true;
+        let pem: string;
+        if (ctb.name) pem = await host.getTrustAnchorsByName(ctb.name, allowMissing);
+        else if (ctb.signerName)
+          pem = await host.getTrustAnchorsBySigner(ctb.signerName, ctb.labelSelector, allowMissing);
+        else
+          throw new VolumeError(
+            'InvalidField',
+            'ClusterTrustBundle projection requires either name or signerName to be set',
+          );
+        payload.set(ctb.path, { data: pem, mode: privateMode, fsUser: args.fsUser });
+      }
+    } catch (err) {
+      errors.push(err);
+    }
+  }
+  if (errors.length === 1)
+    throw errors[0] instanceof VolumeError
+      ? errors[0]
+      : new VolumeError('ProjectionFailed', String((errors[0] as Error).message));
+  if (errors.length > 1) {
+    const message = `[${errors.map((e) => (e as Error).message).join(', ')}]`;
+    throw new VolumeError(reasonOf(errors[0], 'ProjectionFailed'), message);
+  }
+  return payload;
+}
+
+function newMounter(host: VolumeHost, spec: Spec, pod: V1Pod): Mounter {
+  const name = spec.volume?.name ?? '';
+  const source = spec.volume?.projected ?? {};
+  const path = host.getPodVolumeDir(pod.metadata?.uid ?? '', escaped, name);
+  const mounter: Mounter = {
+    getPath: () => path,
+    getAttributes: () => ({ readOnly: true, managed: true, selinuxRelabel: true }),
+    setUp: (args) => mounter.setUpAt(path, args),
+    async setUpAt(dir, args) {
+      const payload = await collectProjectedData(host, pod, source, args);
+      await setUpWrapped({ host, pod, volumeName: name, medium: 'Memory', dir, args, payload });
+    },
+  };
+  return mounter;
+}
+
+export function projectedPlugin(): VolumePlugin {
+  let host: VolumeHost;
+  return {
+    name: projectedPluginName,
+    init(h) {
+      host = h;
+    },
+    getVolumeName: (spec) => spec.volume?.name ?? '',
+    canSupport: (spec) => Boolean(spec.volume?.projected),
+    requiresRemount: () => true,
+    supportsMountOption: () => false,
+    newMounter: (spec, pod) => newMounter(host, spec, pod),
+    newUnmounter: (name, podUID) => {
+      const path = host.getPodVolumeDir(podUID, escaped, name);
+      const tearDownAt = async (dir: string) => {
+        await tearDownWrapped(host, name, 'Memory', podUID, dir);
+        host.deleteServiceAccountTokenFunc()(podUID);
+      };
+      return { getPath: () => path, tearDown: () => tearDownAt(path), tearDownAt };
+    },
+    constructVolumeSpec: (name) => ({ volume: { name, projected: { sources: [] } }, readOnly: false }),
+  };
+}

@@ -1,0 +1,216 @@
+import assert from 'node:assert/strict';
+import { describe, type TestContext, test } from 'node:test';
+import type { V1Pod } from '@kubernetes/client-node';
+import {
+  createEventRecorder,
+  type EventRecorder,
+  failedMountMessage,
+  volumeErrorMessage,
+} from '../../../src/volumehost/kube/events.ts';
+import type { KubeLogger } from '../../../src/volumehost/kube/token-manager.ts';
+import type { KubeObj, TestApiServer } from '../../apiserver/server.ts';
+import { kubeEnv } from './env.ts';
+
+const T0 = Date.UTC(2030, 4, 6, 7, 8, 9, 123);
+
+interface Env {
+  api: TestApiServer;
+  rec: EventRecorder;
+  pod: V1Pod;
+  advance(ms: number): void;
+  logs: { level: string; obj: object; msg: string }[];
+  events(): KubeObj[];
+}
+
+async function setup(t: TestContext): Promise<Env> {
+  const { api, kc } = await kubeEnv(t);
+  const pod = api.store.create('pods', {
+    metadata: { name: 'web-0', namespace: 'shop' },
+    spec: { nodeName: 'node-a', containers: [{ name: 'c', image: 'busybox' }] },
+  }) as V1Pod;
+  let clock = T0;
+  const logs: Env['logs'] = [];
+  const at = (level: string) => (obj: object, msg: string) => {
+    logs.push({ level, obj, msg });
+  };
+  const logger: KubeLogger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+  const rec = createEventRecorder({
+    kubeConfig: kc,
+    component: 'podvol',
+    host: 'node-a',
+    instance: 'podvol-node-a',
+    logger,
+    now: () => clock,
+  });
+  t.after(async () => {
+    rec.stop();
+    await rec.flush();
+  });
+  return {
+    api,
+    rec,
+    pod,
+    logs,
+    advance: (ms) => {
+      clock += ms;
+    },
+    events: () => api.store.list('events', 'shop'),
+  };
+}
+
+const seconds = (ms: number) => new Date(Math.floor(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
+
+describe('event messages', () => {
+  test('FailedMount uses operation_executor wording, space before the colon', () => {
+    assert.equal(
+      failedMountMessage('cfg', new Error('configmap "app" not found')),
+      'MountVolume.SetUp failed for volume "cfg" : configmap "app" not found',
+    );
+    assert.equal(
+      volumeErrorMessage('UnmountVolume.TearDown failed', 'data', 'busy'),
+      'UnmountVolume.TearDown failed for volume "data" : busy',
+    );
+  });
+});
+
+describe('event recorder against an API server', () => {
+  test('creates a core/v1 Event shaped like client-go record', async (t) => {
+    const env = await setup(t);
+    const message = failedMountMessage('cfg', new Error('configmap "app" not found'));
+    env.rec.eventf(env.pod, 'Warning', 'FailedMount', message);
+    await env.rec.flush();
+
+    const [ev, ...rest] = env.events();
+    assert.equal(rest.length, 0);
+    assert.equal(ev.metadata.name, `web-0.${(BigInt(T0) * 1_000_000n).toString(16)}`);
+    assert.equal(ev.metadata.namespace, 'shop');
+    assert.deepEqual(ev.involvedObject, {
+      kind: 'Pod',
+      apiVersion: 'v1',
+      namespace: 'shop',
+      name: 'web-0',
+      uid: env.pod.metadata?.uid,
+      resourceVersion: env.pod.metadata?.resourceVersion,
+    });
+    assert.deepEqual(ev.source, { component: 'podvol', host: 'node-a' });
+    assert.equal(ev.reportingComponent, 'podvol');
+    assert.equal(ev.reportingInstance, 'podvol-node-a');
+    assert.equal(ev.type, 'Warning');
+    assert.equal(ev.reason, 'FailedMount');
+    assert.equal(ev.message, message);
+    assert.equal(ev.count, 1);
+    assert.equal(new Date(ev.firstTimestamp as string).toISOString(), new Date(seconds(T0)).toISOString());
+    assert.equal(ev.lastTimestamp, ev.firstTimestamp);
+    // client-go's legacy recorder leaves eventTime unset (and so skips the events.k8s.io validation).
+    assert.equal(ev.eventTime ?? null, null);
+  });
+
+  test('repeats of the same event update one Event: count and lastTimestamp grow', async (t) => {
+    const env = await setup(t);
+    const message = failedMountMessage('secret-vol', new Error('secret "db" not found'));
+    for (let i = 0; i < 3; i++) {
+      env.rec.eventf(env.pod, 'Warning', 'FailedMount', message);
+      env.advance(10_000);
+    }
+    await env.rec.flush();
+
+    const evs = env.events();
+    assert.equal(evs.length, 1);
+    assert.equal(evs[0].count, 3);
+    assert.equal(new Date(evs[0].firstTimestamp as string).getTime(), new Date(seconds(T0)).getTime());
+    assert.equal(
+      new Date(evs[0].lastTimestamp as string).getTime(),
+      new Date(seconds(T0 + 20_000)).getTime(),
+    );
+    const verbs = env.api.hooks.requests
+      .filter((r) => r.resource === 'events')
+      .map((r) => `${r.verb} ${r.code}`);
+    assert.deepEqual(verbs, ['create 201', 'patch 200', 'patch 200']);
+  });
+
+  test('different messages are different Events', async (t) => {
+    const env = await setup(t);
+    env.rec.eventf(env.pod, 'Warning', 'FailedMount', failedMountMessage('a', 'x'));
+    env.rec.eventf(env.pod, 'Warning', 'FailedMount', failedMountMessage('b', 'x'));
+    env.rec.eventf(env.pod, 'Normal', 'SuccessfulMountVolume', 'MountVolume.SetUp succeeded for volume "a"');
+    await env.rec.flush();
+    assert.equal(env.events().length, 3);
+    assert.equal(new Set(env.events().map((e) => e.metadata.name)).size, 3);
+  });
+
+  test('an Event deleted on the server is recreated under its name with the running count', async (t) => {
+    const env = await setup(t);
+    env.rec.eventf(env.pod, 'Warning', 'FailedMount', 'boom');
+    await env.rec.flush();
+    const [first] = env.events();
+    env.api.store.delete('events', 'shop', first.metadata.name!);
+    env.advance(5000);
+    env.rec.eventf(env.pod, 'Warning', 'FailedMount', 'boom');
+    await env.rec.flush();
+    const [again, ...rest] = env.events();
+    assert.equal(rest.length, 0);
+    assert.equal(again.metadata.name, first.metadata.name);
+    assert.equal(again.count, 2);
+  });
+
+  test('similar events with ever-changing messages are combined after ten', async (t) => {
+    const env = await setup(t);
+    for (let i = 1; i <= 11; i++) {
+      env.rec.eventf(env.pod, 'Warning', 'FailedMount', `attempt ${i} failed`);
+      env.advance(1000);
+    }
+    await env.rec.flush();
+    const evs = env.events();
+    const combined = evs.filter((e) => String(e.message).startsWith('(combined from similar events): '));
+    assert.equal(evs.length, 10);
+    assert.equal(combined.length, 1);
+    assert.equal(combined[0].message, '(combined from similar events): attempt 11 failed');
+    assert.equal(combined[0].count, 2);
+  });
+
+  test('a source may burst 25 events about one pod, then one per 5 minutes', async (t) => {
+    const env = await setup(t);
+    for (let i = 0; i < 30; i++) env.rec.eventf(env.pod, 'Normal', `Reason${i}`, 'm');
+    await env.rec.flush();
+    assert.equal(env.events().length, 25);
+    env.advance(300_000);
+    env.rec.eventf(env.pod, 'Normal', 'Later', 'm');
+    env.rec.eventf(env.pod, 'Normal', 'TooSoon', 'm');
+    await env.rec.flush();
+    const reasons = env.events().map((e) => e.reason);
+    assert.equal(reasons.length, 26);
+    assert.ok(reasons.includes('Later'));
+    assert.ok(!reasons.includes('TooSoon'));
+  });
+
+  test('a refused post is logged and dropped; eventf never throws', async (t) => {
+    const env = await setup(t);
+    env.api.hooks.forbid({ resource: 'events' });
+    assert.doesNotThrow(() =>
+      env.rec.eventf(env.pod, 'Warning', 'FailedMount', 'secret stuff stays out of logs'),
+    );
+    await env.rec.flush();
+    assert.equal(env.events().length, 0);
+    const warn = env.logs.find((l) => l.level === 'warn');
+    assert.ok(warn);
+    assert.match(JSON.stringify(warn.obj), /forbidden/);
+    assert.doesNotMatch(JSON.stringify(env.logs), /secret stuff/);
+  });
+
+  test('an unreachable API server does not break the caller', async (t) => {
+    const env = await setup(t);
+    await env.api.hooks.down();
+    env.rec.eventf(env.pod, 'Warning', 'FailedMount', 'x');
+    await env.rec.flush();
+    assert.equal(env.logs.filter((l) => l.level === 'warn').length, 1);
+    await env.api.hooks.up();
+  });
+
+  test('after stop() new events are ignored', async (t) => {
+    const env = await setup(t);
+    env.rec.stop();
+    env.rec.eventf(env.pod, 'Warning', 'FailedMount', 'x');
+    await env.rec.flush();
+    assert.equal(env.events().length, 0);
+  });
+});
