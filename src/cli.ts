@@ -6,6 +6,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { startDaemon } from './agent/daemon.ts';
 import { parseListen } from './agent/http.ts';
 import { createLogger, logLevels } from './agent/logger.ts';
+import { registerOperatorCommands } from './agent/ops/commands.ts';
 
 export const version: string = JSON.parse(
   readFileSync(new URL('../package.json', import.meta.url), 'utf8'),
@@ -132,6 +133,7 @@ export function buildProgram(onRun: (flags: RunFlags) => Promise<number>): Comma
     .action(() => {
       process.stdout.write(`podvol ${version} (node ${process.version})\n`);
     });
+  registerOperatorCommands(program);
   return program;
 }
 

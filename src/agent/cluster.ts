@@ -1,10 +1,192 @@
+// Cluster mode: the pods bound to this node from the API server, and the
+// API-backed half of the volume host (secrets, configMaps, tokens, trust
+// bundles, CSIDrivers, node info, Events).
+import { hostname } from 'node:os';
+import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { RunOptions } from './daemon.ts';
+import type { ClusterBackend } from '../volumehost/host.ts';
+import { loadKubeConfig } from '../volumehost/kube/config.ts';
+import { CSIDriverInformer } from '../volumehost/kube/csidriver-informer.ts';
+import { createEventRecorder } from '../volumehost/kube/events.ts';
+import { NodeInfo } from '../volumehost/kube/node-info.ts';
+import { newConfigMapCache, newSecretCache } from '../volumehost/kube/object-cache.ts';
+import type { Reflector } from '../volumehost/kube/reflector.ts';
+import { createTokenManager } from '../volumehost/kube/token-manager.ts';
+import { createTrustBundleManager } from '../volumehost/kube/trust-bundles.ts';
+import { ApiPodSource } from './pods/api-source.ts';
+import type { PodSource } from './pods/types.ts';
 
-export async function connectCluster(_o: {
+export interface Cluster {
+  sources: PodSource[];
+  backend: ClusterBackend;
+  /** Reasons /readyz is not ready yet on the cluster side (CSIDriver informer, node). */
+  notReady(): string[];
+  /** Keeps secret/configMap watches in step with the pods that reference them. */
+  podsChanged(pods: V1Pod[]): void;
+  /** Called with (kind, namespace, name) when a watched secret or configMap changes. */
+  onObjectChange(listener: (kind: 'secret' | 'configmap', namespace: string, name: string) => void): void;
+  stop(): Promise<void>;
+}
+
+export interface ConnectOptions {
   kubeconfig?: string;
   nodeName: string;
   logger: Logger;
-}): Promise<RunOptions['cluster']> {
-  throw new Error('cluster mode is not wired yet');
+  /** Reflector tuning for tests. */
+  watchTimeoutSeconds?: number;
+  backoff?: { initialMs?: number; maxMs?: number };
+}
+
+/** The secrets and configMaps a pod's volumes reference, as "namespace/name". */
+export function referencedObjects(pod: V1Pod): { secrets: Set<string>; configMaps: Set<string> } {
+  const ns = pod.metadata?.namespace ?? 'default';
+  const secrets = new Set<string>();
+  const configMaps = new Set<string>();
+  for (const v of pod.spec?.volumes ?? []) {
+    if (v.secret?.secretName) secrets.add(`${ns}/${v.secret.secretName}`);
+    if (v.configMap?.name) configMaps.add(`${ns}/${v.configMap.name}`);
+    for (const s of v.projected?.sources ?? []) {
+      if (s.secret?.name) secrets.add(`${ns}/${s.secret.name}`);
+      if (s.configMap?.name) configMaps.add(`${ns}/${s.configMap.name}`);
+    }
+  }
+  return { secrets, configMaps };
+}
+
+/**
+ * podvol runs no containers, so it cannot see them exit as kubelet does. A
+ * deleted pod's containers are gone once its grace period is over
+ * (metadata.deletionTimestamp), so its volumes are torn down from then on,
+ * never earlier.
+ */
+function gracePeriodOver(pod: V1Pod, now: number): boolean {
+  const ts = pod.metadata?.deletionTimestamp;
+  return ts !== undefined && ts !== null && new Date(ts).getTime() <= now;
+}
+
+/** The API pod source, minus pods past their grace period, plus the figures the metrics want. */
+function adaptApiSource(source: ApiPodSource, reflector: Reflector<V1Pod>): PodSource {
+  const timers = new Set<NodeJS.Timeout>();
+  const listeners = new Set<() => void>();
+  const scheduled = new Set<string>();
+  const fire = () => {
+    for (const l of [...listeners]) l();
+  };
+  source.onChange(() => {
+    // Wake the listeners again when a terminating pod's grace period ends.
+    for (const p of source.pods()) {
+      const ts = p.metadata?.deletionTimestamp;
+      const key = `${p.metadata?.uid}@${ts}`;
+      if (ts === undefined || ts === null || scheduled.has(key)) continue;
+      scheduled.add(key);
+      const delay = Math.max(0, new Date(ts).getTime() - Date.now()) + 10;
+      const timer = setTimeout(() => {
+        timers.delete(timer);
+        fire();
+      }, delay);
+      timer.unref();
+      timers.add(timer);
+    }
+  });
+  return Object.assign(Object.create(source) as ApiPodSource, {
+    pods: () => source.pods().filter((p) => !gracePeriodOver(p, Date.now())),
+    onChange(listener: () => void) {
+      listeners.add(listener);
+      const off = source.onChange(listener);
+      return () => {
+        listeners.delete(listener);
+        off();
+      };
+    },
+    async stop() {
+      for (const t of timers) clearTimeout(t);
+      await source.stop();
+    },
+    lastSyncSeconds: () => {
+      const t = reflector.lastSyncTime;
+      return t ? t.getTime() / 1000 : undefined;
+    },
+    watchRestarts: () => ({ pods: reflector.watchRestarts }),
+  });
+}
+
+export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
+  const kubeConfig = loadKubeConfig({ kubeconfig: o.kubeconfig });
+  const logger = o.logger.child({ component: 'cluster' });
+  const tuning = { kubeConfig, logger, watchTimeoutSeconds: o.watchTimeoutSeconds, backoff: o.backoff };
+  const pods = new ApiPodSource({ ...tuning, nodeName: o.nodeName });
+  const csiDrivers = new CSIDriverInformer(tuning);
+  const node = new NodeInfo({ ...tuning, nodeName: o.nodeName });
+  const secrets = newSecretCache(tuning);
+  const configMaps = newConfigMapCache(tuning);
+  const tokens = createTokenManager({ kubeConfig, logger });
+  const trustBundles = createTrustBundleManager({ kubeConfig, logger });
+  const events = createEventRecorder({
+    kubeConfig,
+    component: 'podvol',
+    host: o.nodeName,
+    instance: hostname(),
+    logger,
+  });
+  logger.info(
+    { server: kubeConfig.getCurrentCluster()?.server, node: o.nodeName },
+    'connecting to the API server',
+  );
+  void csiDrivers.start();
+  void node.start();
+
+  const registered = new Map<string, { secrets: Set<string>; configMaps: Set<string> }>();
+  const split = (key: string) => [key.slice(0, key.indexOf('/')), key.slice(key.indexOf('/') + 1)] as const;
+
+  return {
+    sources: [adaptApiSource(pods, pods.informer)],
+    backend: {
+      kubeClient: kubeConfig,
+      getSecret: (ns, name) => secrets.get(ns, name),
+      getConfigMap: (ns, name) => configMaps.get(ns, name),
+      getServiceAccountToken: (ns, name, tr) => tokens.getServiceAccountToken(ns, name, tr),
+      deleteServiceAccountToken: (uid) => tokens.deleteServiceAccountToken(uid),
+      getTrustAnchorsByName: (name, allowMissing) => trustBundles.getTrustAnchorsByName(name, allowMissing),
+      getTrustAnchorsBySigner: (signer, sel, allowMissing) =>
+        trustBundles.getTrustAnchorsBySigner(signer, sel, allowMissing),
+      eventRecorder: events,
+      csiDrivers: csiDrivers,
+      node: () => node.snapshot(),
+    },
+    notReady: () => {
+      const reasons: string[] = [];
+      if (!csiDrivers.hasSynced()) reasons.push('CSIDriver informer has not synced');
+      return reasons;
+    },
+    podsChanged(all) {
+      const seen = new Set<string>();
+      for (const pod of all) {
+        const uid = pod.metadata?.uid;
+        if (!uid) continue;
+        seen.add(uid);
+        const next = referencedObjects(pod);
+        const prev = registered.get(uid) ?? { secrets: new Set<string>(), configMaps: new Set<string>() };
+        for (const k of next.secrets) if (!prev.secrets.has(k)) secrets.register(...split(k), uid);
+        for (const k of next.configMaps) if (!prev.configMaps.has(k)) configMaps.register(...split(k), uid);
+        for (const k of prev.secrets) if (!next.secrets.has(k)) secrets.unregister(...split(k), uid);
+        for (const k of prev.configMaps) if (!next.configMaps.has(k)) configMaps.unregister(...split(k), uid);
+        registered.set(uid, next);
+      }
+      for (const [uid, prev] of registered) {
+        if (seen.has(uid)) continue;
+        for (const k of prev.secrets) secrets.unregister(...split(k), uid);
+        for (const k of prev.configMaps) configMaps.unregister(...split(k), uid);
+        registered.delete(uid);
+      }
+    },
+    onObjectChange(listener) {
+      secrets.onChange((ns, name) => listener('secret', ns, name));
+      configMaps.onChange((ns, name) => listener('configmap', ns, name));
+    },
+    async stop() {
+      tokens.stop();
+      events.stop();
+      await Promise.all([csiDrivers.stop(), node.stop(), secrets.stop(), configMaps.stop()]);
+    },
+  };
 }

@@ -8,7 +8,8 @@ import { createLinuxMounter } from '../mount/linux.ts';
 import type { Mounter } from '../mount/types.ts';
 import { probeVolumePlugins } from '../plugins/index.ts';
 import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
-import { type ClusterBackend, createVolumeHost } from '../volumehost/host.ts';
+import { createVolumeHost } from '../volumehost/host.ts';
+import { type Cluster, referencedObjects } from './cluster.ts';
 import { createHttpServer } from './http.ts';
 import { createMetrics } from './metrics.ts';
 import { createPodManager } from './pod-manager.ts';
@@ -23,8 +24,8 @@ export interface RunOptions {
   listen: { host: string; port: number };
   logger: Logger;
   version: string;
-  /** Cluster mode: extra pod sources and the API-backed half of the volume host. */
-  cluster?: { sources: PodSource[]; backend: ClusterBackend; stop(): Promise<void> };
+  /** Cluster mode: the API pod source and the API-backed half of the volume host. */
+  cluster?: Cluster;
   mounter?: Mounter;
 }
 
@@ -106,7 +107,22 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     sourcesReady: () => podManager.allSourcesReady(),
     metrics,
   });
-  for (const s of sources) s.onChange(() => vm.podsChanged());
+  const podsChanged = () => {
+    o.cluster?.podsChanged(podManager.pods());
+    vm.podsChanged();
+  };
+  for (const s of sources) s.onChange(podsChanged);
+  // A changed secret or configMap reaches the files of every volume that renders it on the next pass.
+  o.cluster?.onObjectChange((kind, namespace, name) => {
+    vm.markRemountRequired((v) => {
+      if (v.podNamespace !== namespace || !v.spec.volume) return false;
+      const refs = referencedObjects({
+        metadata: { namespace },
+        spec: { containers: [], volumes: [v.spec.volume] },
+      });
+      return (kind === 'secret' ? refs.secrets : refs.configMaps).has(`${namespace}/${name}`);
+    });
+  });
 
   const server = createHttpServer({
     registry: metrics.registry,
@@ -114,6 +130,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     ready: () => {
       const reasons: string[] = [];
       for (const s of sources) if (!s.hasSynced()) reasons.push(`pod source ${s.name} has not synced`);
+      reasons.push(...(o.cluster?.notReady() ?? []));
       if (!vm.isReady()) reasons.push('volume state not reconstructed and populated yet');
       return { ready: reasons.length === 0, reasons };
     },
@@ -133,6 +150,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   // Reconstruction happens before any source can make the reconciler unmount.
   await vm.start();
   for (const s of sources) await s.start();
+  podsChanged();
   log.info(
     {
       rootDir,

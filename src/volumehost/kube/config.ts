@@ -72,12 +72,15 @@ function inCluster(env: NodeJS.ProcessEnv, prefix: string): KubeConfig | undefin
 function validate(kc: KubeConfig, origin: string): KubeConfig {
   const context = kc.getCurrentContext();
   if (!context) throw new Error(`${origin}: no current-context set`);
-  if (!kc.getContextObject(context)) throw new Error(`${origin}: current-context "${context}" is not defined`);
+  if (!kc.getContextObject(context))
+    throw new Error(`${origin}: current-context "${context}" is not defined`);
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error(`${origin}: context "${context}" names a cluster that is not defined`);
   if (!cluster.server) throw new Error(`${origin}: cluster "${cluster.name}" has no server`);
   if (cluster.server === FALLBACK_SERVER) {
-    throw new Error(`${origin}: the API server is ${FALLBACK_SERVER}, client-node's placeholder for "no configuration"`);
+    throw new Error(
+      `${origin}: the API server is ${FALLBACK_SERVER}, client-node's placeholder for "no configuration"`,
+    );
   }
   return kc;
 }
@@ -89,7 +92,8 @@ function validate(kc: KubeConfig, origin: string): KubeConfig {
  */
 export function loadKubeConfig(opts: LoadKubeConfigOptions = {}): KubeConfig {
   const env = opts.env ?? process.env;
-  if (opts.kubeconfig) return validate(fromFiles([opts.kubeconfig], '--kubeconfig'), `kubeconfig ${opts.kubeconfig}`);
+  if (opts.kubeconfig)
+    return validate(fromFiles([opts.kubeconfig], '--kubeconfig'), `kubeconfig ${opts.kubeconfig}`);
   const list = (env.KUBECONFIG ?? '').split(delimiter).filter((f) => f !== '');
   if (list.length > 0) return validate(fromFiles(list, 'KUBECONFIG'), `KUBECONFIG=${env.KUBECONFIG}`);
   const kc = inCluster(env, opts.inClusterPathPrefix ?? '');

@@ -1,8 +1,9 @@
 // This node's object, watched (list+watch with fieldSelector metadata.name=<node>,
 // the only node query a node identity may make): labels, allocatable, host IPs
 // and the volumes the attach/detach controller reports as attached.
-import { CoreV1Api, type KubeConfig, type V1Node, type V1NodeAddress } from '@kubernetes/client-node';
+
 import { isIP, isIPv6 } from 'node:net';
+import { CoreV1Api, type KubeConfig, type V1Node, type V1NodeAddress } from '@kubernetes/client-node';
 import { Reflector, type ReflectorLogger } from './reflector.ts';
 
 export interface NodeInfoOptions {

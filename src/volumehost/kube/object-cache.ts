@@ -4,7 +4,13 @@
 // reference-counted by the pods that use it and dropped with the last one.
 // Immutable objects stop being watched once seen, as in kubelet.
 import { CoreV1Api, type KubeConfig, type V1ConfigMap, type V1Secret } from '@kubernetes/client-node';
-import { type KubeList, type KubeObject, type ListOptions, Reflector, type ReflectorLogger } from './reflector.ts';
+import {
+  type KubeList,
+  type KubeObject,
+  type ListOptions,
+  Reflector,
+  type ReflectorLogger,
+} from './reflector.ts';
 
 interface Cacheable extends KubeObject {
   immutable?: boolean;
@@ -126,11 +132,11 @@ export class ObjectCache<T extends Cacheable> {
     const fieldSelector = `metadata.name=${name}`;
     const plural = this.kind === 'secret' ? 'secrets' : 'configmaps';
     // T is V1Secret for 'secret' and V1ConfigMap for 'configmap' (see the factories below).
-    const list = (
-      this.kind === 'secret'
-        ? (o: ListOptions) => this.core.listNamespacedSecret({ namespace, ...o })
-        : (o: ListOptions) => this.core.listNamespacedConfigMap({ namespace, ...o })
-    ) as unknown as (o: ListOptions) => Promise<KubeList<T>>;
+    const list = (this.kind === 'secret'
+      ? (o: ListOptions) => this.core.listNamespacedSecret({ namespace, ...o })
+      : (o: ListOptions) => this.core.listNamespacedConfigMap({ namespace, ...o })) as unknown as (
+      o: ListOptions,
+    ) => Promise<KubeList<T>>;
     return new Reflector<T>({
       name: `${this.kind} ${namespace}/${name}`,
       kubeConfig: this.opts.kubeConfig,

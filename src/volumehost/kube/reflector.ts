@@ -244,7 +244,7 @@ export class Reflector<T extends KubeObject> {
     this.running = undefined;
   }
 
-  /** Resolves true once synced, false if `timeoutMs` passes or the reflector stops first. */
+  /** Resolves true once synced, false if `timeoutMs` passes or the reflector stops unsynced. */
   waitForSync(timeoutMs: number): Promise<boolean> {
     if (this.synced) return Promise.resolve(true);
     return new Promise((resolve) => {
@@ -254,7 +254,7 @@ export class Reflector<T extends KubeObject> {
         this.stopCtl.signal.removeEventListener('abort', onStop);
         resolve(v);
       };
-      const onStop = () => done(false);
+      const onStop = () => done(this.synced);
       const timer = setTimeout(() => done(false), timeoutMs);
       const off = this.onSynced(() => done(true));
       this.stopCtl.signal.addEventListener('abort', onStop);

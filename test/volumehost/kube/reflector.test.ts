@@ -5,7 +5,10 @@ import { loadKubeConfig } from '../../../src/volumehost/kube/config.ts';
 import { Reflector, type ReflectorEvent } from '../../../src/volumehost/kube/reflector.ts';
 import { kubeEnv, waitFor } from './env.ts';
 
-function configMaps(kc: KubeConfig, extra: Partial<ConstructorParameters<typeof Reflector<V1ConfigMap>>[0]> = {}) {
+function configMaps(
+  kc: KubeConfig,
+  extra: Partial<ConstructorParameters<typeof Reflector<V1ConfigMap>>[0]> = {},
+) {
   const core = kc.makeApiClient(CoreV1Api);
   return new Reflector<V1ConfigMap>({
     name: 'configmaps in ns',
@@ -17,7 +20,11 @@ function configMaps(kc: KubeConfig, extra: Partial<ConstructorParameters<typeof 
   });
 }
 
-const names = (r: Reflector<V1ConfigMap>) => r.list().map((c) => c.metadata?.name).sort();
+const names = (r: Reflector<V1ConfigMap>) =>
+  r
+    .list()
+    .map((c) => c.metadata?.name)
+    .sort();
 const lists = (requests: { verb?: string; resource?: string }[]) =>
   requests.filter((r) => r.verb === 'list' && r.resource === 'configmaps').length;
 
@@ -110,7 +117,10 @@ describe('reflector', () => {
     await r.start();
     assert.equal(r.hasSynced(), false);
     assert.equal(r.lastError?.reason, 'Unreachable');
-    assert.match(r.lastError!.message, /^list configmaps in ns: cannot reach the API server at https:\/\/127\.0\.0\.1:\d+: ECONNREFUSED$/);
+    assert.match(
+      r.lastError!.message,
+      /^list configmaps in ns: cannot reach the API server at https:\/\/127\.0\.0\.1:\d+: ECONNREFUSED$/,
+    );
     await api.hooks.up();
     assert.equal(await r.waitForSync(5000), true);
     assert.deepEqual(names(r), ['c']);

@@ -1,0 +1,172 @@
+// `podvol status`: asks a running podvol for /status and prints it the way
+// kubectl prints resources. Talking to the daemon is the only I/O here; the
+// table itself is built by a pure function so tests can pin it exactly.
+import type { SourceError } from '../pods/types.ts';
+import type { PodStatus } from '../volumemanager/status.ts';
+import { formatTable } from './table.ts';
+
+export const DEFAULT_SERVER = 'http://127.0.0.1:10280';
+export const STATUS_TIMEOUT_MS = 10_000;
+/** Exit code when no podvol answers or it answers with something unusable. */
+export const EXIT_UNREACHABLE = 3;
+
+export type StatusFormat = 'table' | 'wide' | 'json';
+export const statusFormats: readonly StatusFormat[] = ['table', 'wide', 'json'];
+
+/** The /status document the daemon serves (src/agent/daemon.ts). */
+export interface StatusDocument {
+  node: string;
+  pods: PodStatus[];
+  errors: SourceError[];
+}
+
+/**
+ * The server URL as given, with `http://` assumed when no scheme is written and
+ * no trailing slash. Throws a message fit for a usage error.
+ */
+export function normalizeServer(value: string): string {
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(value) ? value : `http://${value}`;
+  let url: URL;
+  try {
+    url = new URL(withScheme);
+  } catch {
+    throw new Error(`invalid server URL "${value}": want e.g. ${DEFAULT_SERVER}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new Error(`invalid server URL "${value}": only http and https are supported`);
+  }
+  if (url.search || url.hash)
+    throw new Error(`invalid server URL "${value}": must not have a query or fragment`);
+  return url.href.replace(/\/+$/, '');
+}
+
+export type FetchResult = { ok: true; body: string; doc: StatusDocument } | { ok: false; message: string };
+
+// fetch() hides the socket error in `cause`; that is the part worth showing.
+function unreachableReason(err: unknown): string {
+  const e = err as Error & { cause?: { message?: string; code?: string } };
+  if (e.name === 'TimeoutError') return `no answer within ${STATUS_TIMEOUT_MS / 1000}s`;
+  return e.cause?.message || e.cause?.code || e.message;
+}
+
+function isStatusDocument(v: unknown): v is StatusDocument {
+  if (typeof v !== 'object' || v === null) return false;
+  const d = v as Record<string, unknown>;
+  return Array.isArray(d.pods) && (d.errors === undefined || Array.isArray(d.errors));
+}
+
+/** GET <server>/status; never throws. */
+export async function fetchStatus(server: string, timeoutMs = STATUS_TIMEOUT_MS): Promise<FetchResult> {
+  let res: Response;
+  let body: string;
+  try {
+    res = await fetch(`${server}/status`, {
+      signal: AbortSignal.timeout(timeoutMs),
+      headers: { accept: 'application/json' },
+    });
+    body = await res.text();
+  } catch (err) {
+    return { ok: false, message: `cannot reach podvol at ${server}: ${unreachableReason(err)}` };
+  }
+  if (res.status !== 200) {
+    const first = body.trim().split('\n')[0].slice(0, 200);
+    return {
+      ok: false,
+      message: `podvol at ${server} answered ${res.status} ${res.statusText} for /status${first ? `: ${first}` : ''}`,
+    };
+  }
+  let doc: unknown;
+  try {
+    doc = JSON.parse(body);
+  } catch (err) {
+    return {
+      ok: false,
+      message: `podvol at ${server} sent a /status that is not JSON: ${(err as Error).message}`,
+    };
+  }
+  if (!isStatusDocument(doc)) {
+    return { ok: false, message: `podvol at ${server} sent a /status without a "pods" list (is it podvol?)` };
+  }
+  return { ok: true, body, doc: { node: doc.node ?? '', pods: doc.pods, errors: doc.errors ?? [] } };
+}
+
+// /status carries no timestamps; kubectl prints this for an unknown age.
+const UNKNOWN_AGE = '<unknown>';
+
+const oneLine = (s: string | undefined) => (s ?? '').replace(/\s*\n\s*/g, ' ');
+
+function describeSourceError(e: SourceError): string {
+  const where = [
+    e.source,
+    e.file ?? '',
+    e.document !== undefined ? `document ${e.document}` : '',
+    e.namespace || e.name ? `${e.namespace ?? ''}/${e.name ?? ''}` : '',
+  ]
+    .filter(Boolean)
+    .join(' ');
+  return `${where}: ${e.reason}: ${oneLine(e.message)}`;
+}
+
+/**
+ * The kubectl-style table: one row per volume (a pod without volumes gets one
+ * row), then `ERRORS:` with every source error and pod-level problem.
+ * `wide` adds PATH, ATTEMPTS and MESSAGE, as `kubectl get -o wide` adds columns.
+ */
+export function formatStatus(doc: StatusDocument, format: 'table' | 'wide'): string {
+  const wide = format === 'wide';
+  const headers = ['namespace', 'pod', 'volume', 'plugin', 'state', 'age', 'reason'];
+  if (wide) headers.push('path', 'attempts', 'message');
+  const rows: string[][] = [];
+  const problems: string[] = [];
+  for (const p of doc.pods) {
+    // A pod known only by its leftover directory has no name; its UID is what identifies it.
+    const pod = p.name || p.uid;
+    const volumes = p.volumes ?? [];
+    if (volumes.length === 0) rows.push([p.namespace, pod, '', '', '', UNKNOWN_AGE, '']);
+    for (const v of volumes) {
+      const row = [p.namespace, pod, v.name, v.plugin, v.state, UNKNOWN_AGE, v.reason];
+      if (wide) row.push(v.path, String(v.attempts ?? 0), oneLine(v.message));
+      rows.push(row);
+    }
+    if (p.message)
+      problems.push(
+        `pod ${p.namespace || p.name ? `${p.namespace}/${p.name} ` : ''}${p.uid}: ${oneLine(p.message)}`,
+      );
+  }
+  let out = '';
+  if (rows.length > 0) out += formatTable(headers, rows);
+  const errors = [...doc.errors.map(describeSourceError), ...problems];
+  if (errors.length > 0) out += `${out ? '\n' : ''}ERRORS:\n${errors.map((e) => `  ${e}\n`).join('')}`;
+  return out;
+}
+
+export interface StatusOptions {
+  server: string;
+  output: StatusFormat;
+}
+
+export interface Output {
+  write(text: string): unknown;
+}
+
+/** Runs `podvol status`; returns the exit code (0, or EXIT_UNREACHABLE). */
+export async function runStatus(
+  o: StatusOptions,
+  io: { stdout: Output; stderr: Output } = process,
+): Promise<number> {
+  const r = await fetchStatus(o.server);
+  if (!r.ok) {
+    io.stderr.write(`podvol status: ${r.message}\n`);
+    return EXIT_UNREACHABLE;
+  }
+  if (o.output === 'json') {
+    io.stdout.write(r.body.endsWith('\n') ? r.body : `${r.body}\n`);
+    return 0;
+  }
+  if (r.doc.pods.length === 0) {
+    // As kubectl: the "nothing here" note goes to stderr, so stdout stays parseable.
+    io.stderr.write(`No pods on node ${r.doc.node || '(unknown)'}.\n`);
+  }
+  io.stdout.write(formatStatus(r.doc, o.output));
+  return 0;
+}

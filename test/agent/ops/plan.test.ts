@@ -1,0 +1,401 @@
+// `podvol plan`: the steps it prints for a pod, and proof that printing them
+// changes nothing on the host while the daemon then does exactly that.
+import assert from 'node:assert/strict';
+import { lstat, mkdir, readdir, readFile, readlink, stat, writeFile } from 'node:fs/promises';
+import { release } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { planManifest } from '../../../src/agent/ops/plan.ts';
+import { stepLine } from '../../../src/agent/ops/plan-format.ts';
+import { createPlanContext } from '../../../src/agent/ops/plan-host.ts';
+import { staticPodUID } from '../../../src/agent/pods/manifest.ts';
+import { kernelSupportsNoswap } from '../../../src/plugins/memory.ts';
+import { mountsBelow, startPodvol, waitFor } from '../../helpers/daemon.ts';
+import { mountTest, tempDir } from '../../helpers/mountns.ts';
+import { runCli } from './cli.ts';
+
+const uid = staticPodUID('default', 'demo', 'testnode');
+const noswap = kernelSupportsNoswap(release()) ? ',noswap' : '';
+
+/** emptyDir Memory with a sizeLimit, downwardAPI, hostPath DirectoryOrCreate, an unused and a broken volume. */
+function demoPod(hostPath: string): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'demo', labels: { app: 'demo' } },
+    spec: {
+      containers: [
+        {
+          name: 'app',
+          image: 'busybox',
+          resources: { limits: { memory: '128Mi' } },
+          volumeMounts: ['fast', 'info', 'host', 'climb'].map((name) => ({ name, mountPath: `/${name}` })),
+        },
+      ],
+      volumes: [
+        { name: 'fast', emptyDir: { medium: 'Memory', sizeLimit: '64Mi' } },
+        {
+          name: 'info',
+          downwardAPI: {
+            items: [
+              { path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } },
+              { path: 'meta/name', fieldRef: { fieldPath: 'metadata.name' }, mode: 0o400 },
+            ],
+          },
+        },
+        { name: 'host', hostPath: { path: hostPath, type: 'DirectoryOrCreate' } },
+        { name: 'unused', emptyDir: {} },
+        { name: 'climb', hostPath: { path: '/srv/../etc' } },
+      ],
+    },
+  });
+}
+
+function expectedText(root: string, hostPath: string): string {
+  const pod = `${root}/pods/${uid}`;
+  const fast = `${pod}/volumes/kubernetes.io~empty-dir/fast`;
+  const info = `${pod}/volumes/kubernetes.io~downward-api/info`;
+  const meta = `${pod}/plugins/kubernetes.io~empty-dir`;
+  const rec = `${pod}/podvol`;
+  return `podvol plan for node testnode, root directory ${root}
+A dry run: nothing was changed. At run time, steps already done are skipped (set-up is idempotent).
+mkdir -p -m 0750 ${root}
+
+pod default/demo-testnode (uid ${uid})
+  set up:
+    volume fast:
+      mkdir -p -m 0750 ${rec}/kubernetes.io~empty-dir
+      write ${rec}/kubernetes.io~empty-dir/fast.json (mode 0600, N bytes)
+      mkdir -p -m 0777 ${fast}
+      mount -t tmpfs -o size=67108864${noswap} tmpfs ${fast}
+      mkdir -p -m 0750 ${meta}/fast
+      write ${meta}/fast/ready (mode 0600, 0 bytes)
+    volume info:
+      mkdir -p -m 0750 ${rec}/kubernetes.io~downward-api
+      write ${rec}/kubernetes.io~downward-api/info.json (mode 0600, N bytes)
+      mkdir -p -m 0777 ${info}
+      mount -t tmpfs -o size=134217728${noswap} tmpfs ${info}
+      mkdir -p -m 0750 ${meta}/wrapped_info
+      write ${meta}/wrapped_info/ready (mode 0600, 0 bytes)
+      mkdir -p -m 0755 ${info}/..<timestamp>
+      write ${info}/..<timestamp>/labels (mode 0644, 10 bytes)
+      mkdir -p -m 0777 ${info}/..<timestamp>/meta
+      write ${info}/..<timestamp>/meta/name (mode 0400, 13 bytes)
+      symlink ${info}/..data_tmp -> ..<timestamp>
+      rename ${info}/..data_tmp -> ${info}/..data
+      symlink ${info}/labels -> ..data/labels
+      symlink ${info}/meta -> ..data/meta
+    volume host:
+      mkdir -p -m 0750 ${rec}/kubernetes.io~host-path
+      write ${rec}/kubernetes.io~host-path/host.json (mode 0600, N bytes)
+      check hostPath ${hostPath} is a Directory (DirectoryOrCreate: missing now, so it is created)
+      mkdir -p -m 0755 ${hostPath}
+    ignore volume unused: no container mounts it, so it is not set up (as in kubelet)
+    skip volume climb: InvalidPath: spec.volumes[4].hostPath.path: Invalid value: "/srv/../etc": must not contain '..'
+  tear down, when the pod goes away (the pod directory once no mount is left below it):
+    volume fast:
+      rm -r ${meta}/fast
+      umount ${fast}
+      rm -r ${fast}
+      rm -r ${rec}/kubernetes.io~empty-dir/fast.json
+    volume info:
+      rm -r ${meta}/wrapped_info
+      umount ${info}
+      rm -r ${info}
+      rm -r ${rec}/kubernetes.io~downward-api/info.json
+    volume host:
+      rm -r ${rec}/kubernetes.io~host-path/host.json
+    rm -r ${pod}
+`;
+}
+
+// Record sizes depend on the temp dir's name; the end-to-end test below checks them against the daemon.
+const anyRecordSize = (s: string) => s.replace(/(\.json \(mode 0600, )\d+( bytes\))/g, '$1N$2');
+
+async function demoSetup(t: import('node:test').TestContext) {
+  const base = await tempDir(t);
+  const root = join(base, 'root');
+  const hostParent = join(base, 'host');
+  const hostPath = join(hostParent, 'new');
+  const manifests = join(base, 'manifests');
+  await mkdir(manifests);
+  await mkdir(hostParent);
+  const manifest = join(manifests, 'demo.json');
+  await writeFile(manifest, demoPod(hostPath));
+  return { base, root, hostParent, hostPath, manifests, manifest };
+}
+
+const planArgs = (manifest: string, root: string, ...extra: string[]) => [
+  'plan',
+  '-f',
+  manifest,
+  '--root-dir',
+  root,
+  '--node-name',
+  'testnode',
+  ...extra,
+];
+
+test('plan prints every directory, mount and file of set-up, then tear-down, in order', async (t) => {
+  const { root, hostPath, manifest } = await demoSetup(t);
+  const r = await runCli(planArgs(manifest, root));
+  assert.equal(r.stderr, '');
+  assert.equal(r.code, 0);
+  assert.equal(anyRecordSize(r.stdout), expectedText(root, hostPath));
+});
+
+test('plan -o json lists the same steps as {phase, pod, volume, action, path, detail}', async (t) => {
+  const { root, hostPath, manifest } = await demoSetup(t);
+  const r = await runCli(planArgs(manifest, root, '-o', 'json'));
+  assert.equal(r.code, 0);
+  const steps = JSON.parse(r.stdout) as Record<string, string>[];
+  assert.deepEqual(steps[0], {
+    phase: 'setup',
+    pod: '',
+    volume: '',
+    action: 'mkdir',
+    path: root,
+    detail: '0750',
+  });
+  const fast = `${root}/pods/${uid}/volumes/kubernetes.io~empty-dir/fast`;
+  assert.deepEqual(
+    steps.find((s) => s.action === 'mount'),
+    {
+      phase: 'setup',
+      pod: 'default/demo-testnode',
+      volume: 'fast',
+      action: 'mount',
+      path: fast,
+      detail: `-t tmpfs -o size=67108864${noswap} tmpfs`,
+    },
+  );
+  assert.deepEqual(
+    steps.filter((s) => s.volume === 'host' && s.phase === 'setup').map((s) => [s.action, s.path]),
+    [
+      ['mkdir', `${root}/pods/${uid}/podvol/kubernetes.io~host-path`],
+      ['write', `${root}/pods/${uid}/podvol/kubernetes.io~host-path/host.json`],
+      ['check', hostPath],
+      ['mkdir', hostPath],
+    ],
+  );
+  assert.deepEqual(
+    steps.filter((s) => s.phase === 'teardown' && s.action === 'umount').map((s) => s.volume),
+    ['fast', 'info'],
+  );
+  // The text output is these steps, one line each.
+  const text = anyRecordSize((await runCli(planArgs(manifest, root))).stdout);
+  for (const s of steps) assert.ok(text.includes(anyRecordSize(stepLine(s as never))), stepLine(s as never));
+});
+
+test('plan reports manifest documents that are not pods on stderr and exits 1, still planning the rest', async (t) => {
+  const { root, hostPath, manifests } = await demoSetup(t);
+  const file = join(manifests, 'mixed.yaml');
+  await writeFile(
+    file,
+    `${demoPod(hostPath)}\n---\nkind: Deployment\napiVersion: apps/v1\nmetadata: {name: d}\n`,
+  );
+  const r = await runCli(planArgs(file, root));
+  assert.equal(r.code, 1);
+  assert.equal(
+    r.stderr,
+    `podvol plan: ${file} document 2: NotAPod: kind "Deployment": only apiVersion "v1", kind "Pod" documents are static pods\n`,
+  );
+  assert.equal(anyRecordSize(r.stdout), expectedText(root, hostPath));
+});
+
+test('plan reads the manifest from stdin with -f -', async (t) => {
+  const { root, hostPath } = await demoSetup(t);
+  const r = await runCli(
+    ['plan', '-f', '-', '--node-name', 'testnode'],
+    { PODVOL_ROOT_DIR: root },
+    demoPod(hostPath),
+  );
+  assert.equal(r.code, 0);
+  assert.equal(anyRecordSize(r.stdout), expectedText(root, hostPath));
+});
+
+test('plan: an unreadable manifest is exit code 1, a missing -f or a bad -o exit code 2', async (t) => {
+  const base = await tempDir(t);
+  const missing = await runCli(['plan', '-f', join(base, 'nope.yaml')]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /^podvol plan: cannot read .*nope\.yaml: ENOENT/);
+  assert.equal((await runCli(['plan'])).code, 2);
+  const badOutput = await runCli(['plan', '-f', join(base, 'x'), '-o', 'yaml']);
+  assert.equal(badOutput.code, 2);
+  assert.match(badOutput.stderr, /Allowed choices are text, json/);
+});
+
+// The API-backed plugins and fsGroup, planned in-process (no API server needed: nothing is fetched).
+test('plan names what must be fetched from the API server and where its files go', () => {
+  const manifest = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'api', namespace: 'shop' },
+    spec: {
+      securityContext: { fsGroup: 2000 },
+      serviceAccountName: 'web',
+      containers: [
+        {
+          name: 'app',
+          image: 'busybox',
+          resources: { limits: { memory: '1Gi' } },
+          volumeMounts: ['cfg', 'creds', 'bundle', 'huge'].map((name) => ({ name, mountPath: `/${name}` })),
+        },
+      ],
+      volumes: [
+        { name: 'cfg', configMap: { name: 'settings' } },
+        {
+          name: 'creds',
+          secret: { secretName: 'db', items: [{ key: 'password', path: 'db/password' }], optional: true },
+        },
+        {
+          name: 'bundle',
+          projected: {
+            sources: [
+              { serviceAccountToken: { path: 'token', audience: 'vault' } },
+              { downwardAPI: { items: [{ path: 'ns', fieldRef: { fieldPath: 'metadata.namespace' } }] } },
+            ],
+          },
+        },
+        { name: 'huge', emptyDir: { medium: 'HugePages' } },
+      ],
+    },
+  };
+  const ctx = createPlanContext({
+    rootDir: '/r',
+    nodeName: 'n',
+    allocatable: { memory: '8Gi' },
+    noswap: false,
+  });
+  const plan = planManifest(JSON.stringify(manifest), 'api.json', ctx);
+  const lines = (volume: string) =>
+    plan.steps.filter((s) => s.volume === volume && s.phase === 'setup').map(stepLine);
+  const podUID = plan.pods[0].uid;
+  const cfg = `/r/pods/${podUID}/volumes/kubernetes.io~configmap/cfg`;
+  assert.deepEqual(lines('cfg').slice(2), [
+    'fetch configMap shop/settings (needs the API server)',
+    `mkdir -p -m 0777 ${cfg}`,
+    `chown ${cfg} (recursively: group 2000, group read-write, setgid on directories (fsGroup))`,
+    `mkdir -p -m 0750 /r/pods/${podUID}/plugins/kubernetes.io~empty-dir/wrapped_cfg`,
+    `write /r/pods/${podUID}/plugins/kubernetes.io~empty-dir/wrapped_cfg/ready (mode 0600, 0 bytes)`,
+    `mkdir -p -m 0755 ${cfg}/..<timestamp>`,
+    `write ${cfg}/..<timestamp>/<key> (mode 0644, one file per key of configMap shop/settings)`,
+    `chown ${cfg} (recursively: group 2000, group read-write, setgid on directories (fsGroup))`,
+    `symlink ${cfg}/..data_tmp -> ..<timestamp>`,
+    `rename ${cfg}/..data_tmp -> ${cfg}/..data`,
+    `symlink ${cfg}/<key> -> ..data/<key>`,
+  ]);
+  const creds = `/r/pods/${podUID}/volumes/kubernetes.io~secret/creds`;
+  assert.ok(
+    lines('creds').includes(
+      'fetch secret shop/db (needs the API server; optional: a missing one counts as empty)',
+    ),
+  );
+  assert.ok(lines('creds').includes(`mount -t tmpfs -o size=1073741824 tmpfs ${creds}`));
+  assert.ok(
+    lines('creds').includes(
+      `write ${creds}/..<timestamp>/db/password (mode 0644, key "password" of secret shop/db, left out if missing)`,
+    ),
+  );
+  const bundle = `/r/pods/${podUID}/volumes/kubernetes.io~projected/bundle`;
+  assert.ok(
+    lines('bundle').includes(
+      'fetch serviceAccountToken of shop/web (audience "vault", expirationSeconds 3600; needs the API server)',
+    ),
+  );
+  // With an fsGroup the token is written 0600; SetVolumeOwnership then opens it to the group.
+  assert.ok(lines('bundle').includes(`write ${bundle}/..<timestamp>/token (mode 0600, the token)`));
+  assert.ok(lines('bundle').includes(`write ${bundle}/..<timestamp>/ns (mode 0644, 4 bytes)`));
+  // A failing SetUp is one skip line and no half plan.
+  assert.deepEqual(lines('huge'), [
+    'skip volume huge: HugePagesNotRequested: hugePages storage requested, but there is no resource request for huge pages',
+  ]);
+  assert.equal(plan.steps.filter((s) => s.volume === 'huge').length, 1);
+});
+
+/** Every entry below dir with its type, mode, size, times and link target: any change shows. */
+async function listing(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (p: string) => {
+    const st = await lstat(p);
+    const link = st.isSymbolicLink() ? ` -> ${await readlink(p)}` : '';
+    out.push(`${p} ${st.mode.toString(8)} ${st.size} ${st.mtimeMs} ${st.ctimeMs}${link}`);
+    if (st.isDirectory()) for (const e of (await readdir(p)).sort()) await walk(join(p, e));
+  };
+  await walk(dir);
+  return out;
+}
+
+mountTest(
+  'plan changes nothing: mount table, root directory and hostPath parent are identical after it',
+  async (t) => {
+    const { base, root, hostParent, hostPath, manifest } = await demoSetup(t);
+    // A root directory that already holds a pod, so there is something to disturb.
+    await mkdir(join(root, 'pods', uid, 'volumes'), { recursive: true });
+    const before = {
+      mounts: await readFile('/proc/self/mountinfo', 'utf8'),
+      root: await listing(root),
+      host: await listing(hostParent),
+      base: await listing(base),
+    };
+    for (const output of ['text', 'json']) {
+      const r = await runCli(planArgs(manifest, root, '-o', output));
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, output === 'text' ? /mount -t tmpfs/ : /"action": "mount"/);
+    }
+    assert.equal(await readFile('/proc/self/mountinfo', 'utf8'), before.mounts);
+    assert.deepEqual(await listing(root), before.root);
+    assert.deepEqual(await listing(hostParent), before.host);
+    assert.deepEqual(await listing(base), before.base);
+    await assert.rejects(stat(hostPath), { code: 'ENOENT' });
+  },
+);
+
+mountTest('the daemon then makes exactly the directories, mounts and files the plan printed', async (t) => {
+  const { root, hostPath, manifests, manifest } = await demoSetup(t);
+  const planned = JSON.parse((await runCli(planArgs(manifest, root, '-o', 'json'))).stdout) as {
+    phase: string;
+    action: string;
+    path: string;
+    detail: string;
+  }[];
+  const p = await startPodvol({ rootDir: root, manifests });
+  t.after(async () => {
+    await p.stop();
+  });
+  await waitFor('the demo pod to be set up', async () => {
+    const s = await p.status();
+    const v = s.pods.find((x) => x.name === 'demo-testnode')?.volumes ?? [];
+    return v.filter((x) => x.state === 'mounted').length === 3 || undefined;
+  });
+  const info = `${root}/pods/${uid}/volumes/kubernetes.io~downward-api/info`;
+  const ts = await readlink(join(info, '..data'));
+  const real = (path: string) => path.replace('..<timestamp>', ts);
+  const mounts = await mountsBelow(root);
+  for (const s of planned.filter((x) => x.phase === 'setup')) {
+    const path = real(s.path);
+    if (s.action === 'mkdir') assert.ok((await stat(path)).isDirectory(), `directory ${path}`);
+    if (s.action === 'write') {
+      const m = /^mode (0\d+), (\d+) bytes/.exec(s.detail);
+      assert.ok(m, s.detail);
+      const st = await stat(path);
+      assert.equal(`0${(st.mode & 0o777).toString(8)}`, m[1], `mode of ${path}`);
+      assert.equal(st.size, Number(m[2]), `size of ${path}`);
+    }
+    if (s.action === 'symlink') assert.equal(await readlink(path), s.detail);
+    if (s.action === 'mount') {
+      const m = mounts.find((x) => x.mountPoint === path);
+      assert.ok(m, `mount at ${path}`);
+      const size = /size=(\d+)/.exec(s.detail)?.[1];
+      assert.ok(size && m.superOptions.split(',').includes(`size=${Number(size) / 1024}k`), m.superOptions);
+    }
+  }
+  assert.deepEqual(
+    mounts.map((m) => m.mountPoint).sort(),
+    planned
+      .filter((s) => s.action === 'mount')
+      .map((s) => s.path)
+      .sort(),
+  );
+  assert.equal((await stat(hostPath)).mode & 0o777, 0o755);
+});
