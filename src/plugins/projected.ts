@@ -2,23 +2,14 @@
 // and clusterTrustBundle sources merged into one tmpfs-backed volume. Errors
 // of all sources are collected; any one fails the SetUp, as in kubelet.
 import type { V1Pod, V1ProjectedVolumeSource } from '@kubernetes/client-node';
-import { escapeQualifiedName } from '../volumehost/paths.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { configMapPayload, fetchError, fetchOptional, secretPayload } from './payload.ts';
-import {
-  type Mounter,
-  type MounterArgs,
-  reasonOf,
-  type Spec,
-  VolumeError,
-  type VolumePlugin,
-} from './types.ts';
+import { type MounterArgs, reasonOf, VolumeError, type VolumePlugin } from './types.ts';
 import type { FileProjection } from './util/atomic-writer.ts';
 import { collectDownwardAPIData } from './util/fieldpath.ts';
-import { setUpWrapped, tearDownWrapped } from './wrapped-volume.ts';
+import { wrappedVolumePlugin } from './wrapped-volume.ts';
 
 export const projectedPluginName = 'kubernetes.io/projected';
-const escaped = escapeQualifiedName(projectedPluginName);
 
 /**
  * kubelet refuses every projected volume when it has no API client; podvol
@@ -129,42 +120,13 @@ export async function collectProjectedData(
   return payload;
 }
 
-function newMounter(host: VolumeHost, spec: Spec, pod: V1Pod): Mounter {
-  const name = spec.volume?.name ?? '';
-  const source = spec.volume?.projected ?? {};
-  const path = host.getPodVolumeDir(pod.metadata?.uid ?? '', escaped, name);
-  const mounter: Mounter = {
-    getPath: () => path,
-    getAttributes: () => ({ readOnly: true, managed: true, selinuxRelabel: true }),
-    setUp: (args) => mounter.setUpAt(path, args),
-    async setUpAt(dir, args) {
-      const payload = await collectProjectedData(host, pod, source, args);
-      await setUpWrapped({ host, pod, volumeName: name, medium: 'Memory', dir, args, payload });
-    },
-  };
-  return mounter;
-}
-
 export function projectedPlugin(): VolumePlugin {
-  let host: VolumeHost;
-  return {
+  return wrappedVolumePlugin({
     name: projectedPluginName,
-    init(h) {
-      host = h;
-    },
-    getVolumeName: (spec) => spec.volume?.name ?? '',
+    medium: 'Memory',
     canSupport: (spec) => Boolean(spec.volume?.projected),
-    requiresRemount: () => true,
-    supportsMountOption: () => false,
-    newMounter: (spec, pod) => newMounter(host, spec, pod),
-    newUnmounter: (name, podUID) => {
-      const path = host.getPodVolumeDir(podUID, escaped, name);
-      const tearDownAt = async (dir: string) => {
-        await tearDownWrapped(host, name, 'Memory', podUID, dir);
-        host.deleteServiceAccountTokenFunc()(podUID);
-      };
-      return { getPath: () => path, tearDown: () => tearDownAt(path), tearDownAt };
-    },
+    payload: (host, spec, pod, args) => collectProjectedData(host, pod, spec.volume?.projected ?? {}, args),
     constructVolumeSpec: (name) => ({ volume: { name, projected: { sources: [] } }, readOnly: false }),
-  };
+    afterTearDown: (host, podUID) => host.deleteServiceAccountTokenFunc()(podUID),
+  });
 }

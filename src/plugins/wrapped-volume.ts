@@ -3,9 +3,16 @@
 // secret-bearing plugins) holds files written by the atomic writer.
 import { lstat } from 'node:fs/promises';
 import type { V1Pod } from '@kubernetes/client-node';
+import { escapeQualifiedName } from '../volumehost/paths.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
-import type { MounterArgs, Spec } from './types.ts';
-import { VolumeError } from './types.ts';
+import {
+  type Mounter,
+  type MounterArgs,
+  type Spec,
+  type Unmounter,
+  VolumeError,
+  type VolumePlugin,
+} from './types.ts';
 import { type FileProjection, writeAtomically } from './util/atomic-writer.ts';
 import { setVolumeOwnership } from './volume-ownership.ts';
 
@@ -70,4 +77,54 @@ export async function tearDownWrapped(
   dir: string,
 ): Promise<void> {
   await host.newWrapperUnmounter(volumeName, wrappedSpec(medium), podUID).tearDownAt(dir);
+}
+
+export interface WrappedPluginDef {
+  name: string;
+  medium: WrapperMedium;
+  canSupport(spec: Spec): boolean;
+  /** Builds the files; runs before anything is created or changed on disk. */
+  payload(host: VolumeHost, spec: Spec, pod: V1Pod, args: MounterArgs): Promise<Map<string, FileProjection>>;
+  constructVolumeSpec(volumeName: string): Spec;
+  /** Extra clean-up after the files are gone (projected drops the pod's cached tokens). */
+  afterTearDown?(host: VolumeHost, podUID: string): void;
+}
+
+/** A whole atomic-writer-family plugin from what differs between them. */
+export function wrappedVolumePlugin(def: WrappedPluginDef): VolumePlugin {
+  const escaped = escapeQualifiedName(def.name);
+  let host: VolumeHost;
+  return {
+    name: def.name,
+    init(h) {
+      host = h;
+    },
+    getVolumeName: (spec) => spec.volume?.name ?? '',
+    canSupport: (spec) => def.canSupport(spec),
+    requiresRemount: () => true,
+    supportsMountOption: () => false,
+    newMounter(spec, pod): Mounter {
+      const volumeName = spec.volume?.name ?? '';
+      const path = host.getPodVolumeDir(pod.metadata?.uid ?? '', escaped, volumeName);
+      const mounter: Mounter = {
+        getPath: () => path,
+        getAttributes: () => ({ readOnly: true, managed: true, selinuxRelabel: true }),
+        setUp: (args) => mounter.setUpAt(path, args),
+        async setUpAt(dir, args) {
+          const payload = await def.payload(host, spec, pod, args);
+          await setUpWrapped({ host, pod, volumeName, medium: def.medium, dir, args, payload });
+        },
+      };
+      return mounter;
+    },
+    newUnmounter(volumeName, podUID): Unmounter {
+      const path = host.getPodVolumeDir(podUID, escaped, volumeName);
+      const tearDownAt = async (dir: string) => {
+        await tearDownWrapped(host, volumeName, def.medium, podUID, dir);
+        def.afterTearDown?.(host, podUID);
+      };
+      return { getPath: () => path, tearDown: () => tearDownAt(path), tearDownAt };
+    },
+    constructVolumeSpec: (volumeName) => def.constructVolumeSpec(volumeName),
+  };
 }

@@ -142,7 +142,7 @@ mountTest(
     assert.ok(!p.logLines().some((l) => l.msg === 'UnmountVolume.TearDown succeeded'));
 
     // The pod goes away: everything is torn down and its directory removed.
-    api.store.delete('pods', 'default', 'web', { gracePeriodSeconds: 1 });
+    api.store.delete('pods', 'default', 'web', { gracePeriodSeconds: 3 });
     await new Promise((r) => setTimeout(r, 200));
     assert.equal(
       (await mountsBelow(join(root, 'pods', uid))).length,

@@ -159,7 +159,7 @@ mountTest('a label change rewrites downwardAPI files atomically', async (t) => {
       join(manifests, 'web.json'),
       pod('web', { app: 'web', tier }, webVolumes, ['scratch', 'fast', 'info']),
     );
-    await waitFor(`tier ${tier}`, async () => (await readFile(join(info, 'tier'), 'utf8')) === tier, 5000);
+    await waitFor(`tier ${tier}`, async () => (await readFile(join(info, 'tier'), 'utf8')) === tier, 10_000);
   }
   stopReading = true;
   await reader;

@@ -31,9 +31,9 @@ describe('deploy/prometheus/metrics.json', () => {
     }
   });
 
-  test('is the metrics reference table of docs/operations.md', () => {
+  test('is the metrics reference table of README.md', () => {
     const rows = new Map(
-      read('docs/operations.md')
+      read('README.md')
         .split('\n')
         .map((l) => /^\|\s*`([a-z_:]+)`\s*\|\s*(\w+)\s*\|([^|]*)\|/.exec(l))
         .filter((m) => m !== null)

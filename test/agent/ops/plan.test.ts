@@ -1,7 +1,7 @@
 // `podvol plan`: the steps it prints for a pod, and proof that printing them
 // changes nothing on the host while the daemon then does exactly that.
 import assert from 'node:assert/strict';
-import { lstat, mkdir, readdir, readFile, readlink, stat, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { release } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -382,7 +382,11 @@ mountTest('the daemon then makes exactly the directories, mounts and files the p
       assert.equal(`0${(st.mode & 0o777).toString(8)}`, m[1], `mode of ${path}`);
       assert.equal(st.size, Number(m[2]), `size of ${path}`);
     }
-    if (s.action === 'symlink') assert.equal(await readlink(path), s.detail);
+    if (s.action === 'symlink') {
+      // ..data_tmp only lives until the rename that publishes it as ..data.
+      const renamed = planned.find((x) => x.action === 'rename' && x.path === s.path)?.detail;
+      assert.equal(await readlink(renamed ?? path), real(s.detail));
+    }
     if (s.action === 'mount') {
       const m = mounts.find((x) => x.mountPoint === path);
       assert.ok(m, `mount at ${path}`);
@@ -398,4 +402,18 @@ mountTest('the daemon then makes exactly the directories, mounts and files the p
       .sort(),
   );
   assert.equal((await stat(hostPath)).mode & 0o777, 0o755);
+
+  // Tear-down: everything the plan lists under it is gone; the hostPath stays.
+  await rm(manifest);
+  const podDir = planned.filter((s) => s.phase === 'teardown').at(-1)?.path ?? '';
+  await waitFor('the pod directory to be removed', () =>
+    stat(podDir).then(
+      () => undefined,
+      (err: NodeJS.ErrnoException) => err.code === 'ENOENT' || undefined,
+    ),
+  );
+  for (const s of planned.filter((x) => x.phase === 'teardown' && x.action === 'rm'))
+    await assert.rejects(stat(s.path), { code: 'ENOENT' }, s.path);
+  assert.deepEqual(await mountsBelow(root), []);
+  assert.ok((await stat(hostPath)).isDirectory());
 });
