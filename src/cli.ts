@@ -20,6 +20,13 @@ const asListen = (v: string) => {
   }
 };
 
+const positiveSeconds = (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new InvalidArgumentError(`must be a positive number of seconds, got "${v}"`);
+  return n;
+};
+
 const nonEmpty = (what: string) => (v: string) => {
   if (v.trim() === '') throw new InvalidArgumentError(`${what} must not be empty`);
   return v;
@@ -32,6 +39,7 @@ interface RunFlags {
   kubeconfig?: string;
   listen: { host: string; port: number };
   logLevel: string;
+  syncFrequency: number;
 }
 
 async function run(flags: RunFlags): Promise<number> {
@@ -64,6 +72,7 @@ async function run(flags: RunFlags): Promise<number> {
     nodeName: flags.nodeName,
     podManifestPath: flags.podManifestPath,
     listen: flags.listen,
+    syncFrequencyMs: flags.syncFrequency * 1000,
     logger,
     version,
     cluster,
@@ -117,6 +126,15 @@ export function buildProgram(onRun: (flags: RunFlags) => Promise<number>): Comma
         .env('PODVOL_LISTEN')
         .default(parseListen('127.0.0.1:10280'), '127.0.0.1:10280')
         .argParser(asListen),
+    )
+    .addOption(
+      new Option(
+        '--sync-frequency <seconds>',
+        'how often configMap, secret, token and downwardAPI files are re-rendered',
+      )
+        .env('PODVOL_SYNC_FREQUENCY')
+        .default(60)
+        .argParser(positiveSeconds),
     )
     .addOption(
       new Option('--log-level <level>', 'log level')

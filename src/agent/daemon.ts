@@ -22,6 +22,8 @@ export interface RunOptions {
   nodeName: string;
   podManifestPath?: string;
   listen: { host: string; port: number };
+  /** kubelet's --sync-frequency: how often remount-requiring volumes are re-rendered. */
+  syncFrequencyMs?: number;
   logger: Logger;
   version: string;
   /** Cluster mode: the API pod source and the API-backed half of the volume host. */
@@ -106,6 +108,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     pods: () => podManager.pods(),
     sourcesReady: () => podManager.allSourcesReady(),
     metrics,
+    resyncPeriodMs: o.syncFrequencyMs,
   });
   const podsChanged = () => {
     o.cluster?.podsChanged(podManager.pods());

@@ -198,3 +198,60 @@ mountTest(
     await waitFor('broken recovers', () => podReady('broken')(p), 10_000);
   },
 );
+
+mountTest('cluster mode: a token near expiry is refreshed in the projected volume', async (t) => {
+  const api = await startTestApiServer({ maxTokenExpirationSeconds: 12 });
+  t.after(() => api.close());
+  const base = await tempDir(t);
+  const kubeconfig = await api.kubeconfigPath(base);
+  api.store.create('nodes', {
+    metadata: { name: 'testnode' },
+    status: { allocatable: { cpu: '2', memory: '4Gi' } },
+  });
+  api.store.create('serviceaccounts', { metadata: { name: 'default', namespace: 'default' } });
+  const pod = api.store.create('pods', {
+    metadata: { name: 'short', namespace: 'default' },
+    spec: {
+      nodeName: 'testnode',
+      serviceAccountName: 'default',
+      containers: [{ name: 'c', image: 'i', volumeMounts: [{ name: 'tok', mountPath: '/tok' }] }],
+      volumes: [
+        {
+          name: 'tok',
+          projected: {
+            defaultMode: 0o644,
+            sources: [{ serviceAccountToken: { path: 'token', expirationSeconds: 600 } }],
+          },
+        },
+      ],
+    },
+  });
+  const file = join(
+    base,
+    'root',
+    'pods',
+    pod.metadata?.uid as string,
+    'volumes/kubernetes.io~projected/tok/token',
+  );
+  const p = await startPodvol({
+    rootDir: join(base, 'root'),
+    extra: ['--kubeconfig', kubeconfig, '--sync-frequency', '1'],
+  });
+  t.after(() => p.stop());
+  const first = await waitFor(
+    'first token on disk',
+    async () => (await readFile(file, 'utf8').catch(() => '')) || undefined,
+  );
+  // The server caps the lifetime at 12 s; 80 % of it (minus up to 10 s of jitter) passes within ~10 s.
+  const second = await waitFor(
+    'refreshed token on disk',
+    async () => {
+      const now = await readFile(file, 'utf8');
+      return now !== first ? now : undefined;
+    },
+    20_000,
+  );
+  assert.equal(second, api.hooks.issuedTokens.at(-1)?.token);
+  assert.ok(api.hooks.issuedTokens.length >= 2);
+  assert.equal((await p.status()).pods[0].volumes[0].state, 'mounted');
+});

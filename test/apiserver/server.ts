@@ -45,6 +45,12 @@ export interface TestApiServerOptions extends ResourceOptions {
   bookmarkIntervalMs?: number;
   /** Lower bound on TokenRequest spec.expirationSeconds (default 600, the real server's). */
   minTokenExpirationSeconds?: number;
+  /**
+   * Upper bound on issued token lifetimes, like kube-apiserver's
+   * --service-account-max-token-expiration: longer requests are capped and the
+   * capped value is returned in spec.expirationSeconds.
+   */
+  maxTokenExpirationSeconds?: number;
 }
 
 export interface RequestRecord {
@@ -353,11 +359,12 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
     const sa = store.mustGet('serviceaccounts', ns, saName);
     const tr = asObject(body);
     const spec = { ...((tr.spec as Record<string, unknown> | undefined) ?? {}) };
-    const expirationSeconds = Number(spec.expirationSeconds ?? 3600);
-    if (expirationSeconds < minExpiration) {
+    const requested = Number(spec.expirationSeconds ?? 3600);
+    const expirationSeconds = Math.min(requested, opts.maxTokenExpirationSeconds ?? requested);
+    if (requested < minExpiration) {
       throw new StatusError(
         422,
-        `TokenRequest.authentication.k8s.io "${saName}" is invalid: spec.expirationSeconds: Invalid value: ${expirationSeconds}: may not specify a duration less than 10 minutes`,
+        `TokenRequest.authentication.k8s.io "${saName}" is invalid: spec.expirationSeconds: Invalid value: ${requested}: may not specify a duration less than 10 minutes`,
         { details: { name: saName, group: 'authentication.k8s.io', kind: 'TokenRequest' } },
       );
     }

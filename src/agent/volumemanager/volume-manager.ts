@@ -67,8 +67,26 @@ export function mounterArgsFor(pod: V1Pod): MounterArgs {
   };
 }
 
+/**
+ * JSON with sorted keys and without null/undefined members: the same volume
+ * from a list (client-node model objects), a watch event (plain JSON) or a
+ * record on disk must compare equal whatever the key order.
+ */
+export function canonicalJSON(value: unknown): string {
+  return JSON.stringify(value, (_key, v) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(
+          Object.keys(v)
+            .filter((k) => v[k] !== undefined && v[k] !== null)
+            .sort()
+            .map((k) => [k, v[k]]),
+        )
+      : v,
+  );
+}
+
 const sameSpec = (v: MountedVolume, d: VolumeToMount) =>
-  !v.specExact || JSON.stringify(v.spec.volume) === JSON.stringify(d.spec?.volume);
+  !v.specExact || canonicalJSON(v.spec.volume) === canonicalJSON(d.spec?.volume);
 
 export class VolumeManager {
   readonly dsw = new DesiredStateOfWorld();
@@ -92,7 +110,10 @@ export class VolumeManager {
       resyncPeriodMs: 60_000,
       now: Date.now,
       metrics: noMetrics,
-      ...opts,
+      // An option passed as undefined keeps its default.
+      ...(Object.fromEntries(
+        Object.entries(opts).filter(([, v]) => v !== undefined),
+      ) as VolumeManagerOptions),
     };
     this.executor = new OperationExecutor(this.#o.now);
   }

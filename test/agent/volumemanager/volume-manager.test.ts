@@ -1,0 +1,147 @@
+// The reconciler against the fake mounter: ordering, gating and idempotence,
+// without real mounts.
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import type { V1Pod } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { canonicalJSON, VolumeManager } from '../../../src/agent/volumemanager/volume-manager.ts';
+import { FakeMounter } from '../../../src/mount/fake.ts';
+import { probeVolumePlugins } from '../../../src/plugins/index.ts';
+import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
+import { createVolumeHost } from '../../../src/volumehost/host.ts';
+
+const pod = (
+  uid: string,
+  volumes: V1Pod['spec'] extends infer S ? (S extends { volumes?: infer V } ? V : never) : never,
+): V1Pod => ({
+  metadata: { name: `p-${uid}`, namespace: 'default', uid },
+  spec: {
+    containers: [
+      {
+        name: 'c',
+        image: 'i',
+        volumeMounts: (volumes ?? []).map((v) => ({ name: v.name, mountPath: `/${v.name}` })),
+      },
+    ],
+    volumes,
+  },
+});
+
+async function harness(t: import('node:test').TestContext, initialPods: V1Pod[]) {
+  const root = await mkdtemp(join(tmpdir(), 'podvol-vm-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const mounter = new FakeMounter();
+  const pluginMgr = new VolumePluginMgr();
+  const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
+  pluginMgr.initPlugins(probeVolumePlugins(), host);
+  let pods = initialPods;
+  let ready = false;
+  const vm = new VolumeManager({
+    rootDir: root,
+    host,
+    pluginMgr,
+    mounter,
+    logger: pino({ level: 'silent' }),
+    pods: () => pods,
+    sourcesReady: () => ready,
+  });
+  await vm.reconstruct();
+  const settle = async () => {
+    for (let i = 0; i < 5; i++) {
+      await vm.reconcileOnce();
+      await vm.executor.drain();
+    }
+  };
+  return {
+    root,
+    vm,
+    mounter,
+    setPods(p: V1Pod[]) {
+      pods = p;
+      vm.podsChanged();
+    },
+    setReady(r: boolean) {
+      ready = r;
+    },
+    settle,
+  };
+}
+
+test('volumes are set up before the sources sync, but nothing is torn down until they have', async (t) => {
+  const h = await harness(t, [pod('a', [{ name: 'scratch', emptyDir: {} }])]);
+  await h.settle();
+  const dir = join(h.root, 'pods/a/volumes/kubernetes.io~empty-dir/scratch');
+  assert.ok((await stat(dir)).isDirectory());
+  assert.equal(h.vm.status()[0].volumes[0].state, 'mounted');
+
+  h.setPods([]);
+  await h.settle();
+  assert.ok((await stat(dir)).isDirectory(), 'not torn down while sources have not synced');
+  h.setReady(true);
+  await h.settle();
+  await assert.rejects(stat(dir), { code: 'ENOENT' });
+  assert.deepEqual(h.vm.status(), []);
+});
+
+test('the same pod delivered with its keys in another order is not remounted', async (t) => {
+  const h = await harness(t, [pod('a', [{ name: 'data', emptyDir: { sizeLimit: '1Gi', medium: '' } }])]);
+  h.setReady(true);
+  await h.settle();
+  const marker = join(h.root, 'pods/a/volumes/kubernetes.io~empty-dir/data/marker');
+  await writeFile(marker, 'kept');
+  const reordered = JSON.parse(
+    canonicalJSON(pod('a', [{ emptyDir: { medium: '', sizeLimit: '1Gi' }, name: 'data' }])),
+  );
+  h.setPods([reordered]);
+  await h.settle();
+  assert.equal(await readFile(marker, 'utf8'), 'kept', 'the volume was not torn down and set up again');
+  assert.equal(h.vm.asw.get('a/data')?.state, 'mounted');
+});
+
+test('a changed volume spec is unmounted first, then set up again', async (t) => {
+  const h = await harness(t, [pod('a', [{ name: 'v', emptyDir: {} }])]);
+  h.setReady(true);
+  await h.settle();
+  await mkdir(join(h.root, 'elsewhere'));
+  h.setPods([pod('a', [{ name: 'v', hostPath: { path: join(h.root, 'elsewhere'), type: 'Directory' } }])]);
+  await h.settle();
+  await assert.rejects(stat(join(h.root, 'pods/a/volumes/kubernetes.io~empty-dir/v')), { code: 'ENOENT' });
+  assert.equal(h.vm.asw.get('a/v')?.pluginName, 'kubernetes.io/host-path');
+});
+
+test('a restart reconstructs volumes from disk as uncertain and adopts them', async (t) => {
+  const h = await harness(t, [pod('a', [{ name: 'scratch', emptyDir: {} }])]);
+  h.setReady(true);
+  await h.settle();
+  const again = new VolumeManager({
+    rootDir: h.root,
+    host: createVolumeHost({
+      rootDir: h.root,
+      nodeName: 'n',
+      mounter: h.mounter,
+      pluginMgr: new VolumePluginMgr(),
+    }),
+    pluginMgr: (() => {
+      const m = new VolumePluginMgr();
+      m.initPlugins(
+        probeVolumePlugins(),
+        createVolumeHost({ rootDir: h.root, nodeName: 'n', mounter: h.mounter, pluginMgr: m }),
+      );
+      return m;
+    })(),
+    mounter: h.mounter,
+    logger: pino({ level: 'silent' }),
+    pods: () => [pod('a', [{ name: 'scratch', emptyDir: {} }])],
+    sourcesReady: () => true,
+  });
+  await again.reconstruct();
+  const v = again.asw.get('a/scratch');
+  assert.equal(v?.state, 'uncertain');
+  assert.equal(v?.specExact, true, 'the record on disk gives the exact spec');
+  await again.reconcileOnce();
+  await again.executor.drain();
+  assert.equal(again.asw.get('a/scratch')?.state, 'mounted');
+});
