@@ -33,7 +33,7 @@ install_tools() {
     DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
   local stamp="$tools/.installed"
-  if [[ ! -f $stamp || $(cat "$stamp") != "${npm_tools[*]}" ]]; then
+  if [[ ! -f $stamp || ! -d $tools/node_modules || $(cat "$stamp") != "${npm_tools[*]}" ]]; then
     log "npm install --prefix .ci/.tools ${npm_tools[*]}"
     rm -rf "$tools"
     mkdir -p "$tools"

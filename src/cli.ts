@@ -40,6 +40,7 @@ interface RunFlags {
   listen: { host: string; port: number };
   logLevel: string;
   syncFrequency: number;
+  systemdScope: 'auto' | 'off';
 }
 
 async function run(flags: RunFlags): Promise<number> {
@@ -73,6 +74,7 @@ async function run(flags: RunFlags): Promise<number> {
     podManifestPath: flags.podManifestPath,
     listen: flags.listen,
     syncFrequencyMs: flags.syncFrequency * 1000,
+    systemdScope: flags.systemdScope,
     logger,
     version,
     cluster,
@@ -126,6 +128,15 @@ export function buildProgram(onRun: (flags: RunFlags) => Promise<number>): Comma
         .env('PODVOL_LISTEN')
         .default(parseListen('127.0.0.1:10280'), '127.0.0.1:10280')
         .argParser(asListen),
+    )
+    .addOption(
+      new Option(
+        '--systemd-scope <mode>',
+        'wrap mounts in systemd-run --scope when systemd runs the host (auto) or never (off)',
+      )
+        .env('PODVOL_SYSTEMD_SCOPE')
+        .choices(['auto', 'off'])
+        .default('auto'),
     )
     .addOption(
       new Option(

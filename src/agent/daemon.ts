@@ -24,6 +24,8 @@ export interface RunOptions {
   listen: { host: string; port: number };
   /** kubelet's --sync-frequency: how often remount-requiring volumes are re-rendered. */
   syncFrequencyMs?: number;
+  /** mount-utils' systemd-run --scope wrapping: 'auto' probes for systemd, 'off' never wraps. */
+  systemdScope?: 'auto' | 'off';
   logger: Logger;
   version: string;
   /** Cluster mode: the API pod source and the API-backed half of the volume host. */
@@ -42,7 +44,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   const log = o.logger;
   const rootDir = resolve(o.rootDir);
   await mkdir(rootDir, { recursive: true, mode: 0o750 });
-  const mounter = o.mounter ?? createLinuxMounter({ logger: log });
+  const mounter = o.mounter ?? createLinuxMounter({ logger: log, systemd: o.systemdScope ?? 'auto' });
   const sources: PodSource[] = [...(o.cluster?.sources ?? [])];
   if (o.podManifestPath) {
     sources.push(

@@ -255,3 +255,79 @@ mountTest('cluster mode: a token near expiry is refreshed in the projected volum
   assert.ok(api.hooks.issuedTokens.length >= 2);
   assert.equal((await p.status()).pods[0].volumes[0].state, 'mounted');
 });
+
+mountTest(
+  'cluster mode faults: API down at start, forbidden tokens, a 1 MiB configMap, an unsafe key',
+  async (t) => {
+    const { api, root, kubeconfig } = await cluster(t);
+    const big = 'x'.repeat(1024 * 1024 - 64);
+    api.store.create('configmaps', {
+      metadata: { name: 'big', namespace: 'default' },
+      data: { 'big.txt': big },
+    });
+    api.store.create('configmaps', {
+      metadata: { name: 'sneaky', namespace: 'default' },
+      data: { '..data': 'overwrite the swap link' },
+    });
+    const mk = (name: string, volumes: unknown[]) =>
+      api.store.create('pods', {
+        metadata: { name, namespace: 'default' },
+        spec: {
+          nodeName: 'testnode',
+          serviceAccountName: 'default',
+          containers: [{ name: 'c', image: 'i', volumeMounts: [{ name: 'v', mountPath: '/v' }] }],
+          volumes,
+        },
+      });
+    mk('large', [{ name: 'v', configMap: { name: 'big', defaultMode: 0o644 } }]);
+    mk('unsafe', [{ name: 'v', configMap: { name: 'sneaky', defaultMode: 0o644 } }]);
+    mk('tokenless', [
+      {
+        name: 'v',
+        projected: {
+          defaultMode: 0o644,
+          sources: [{ serviceAccountToken: { path: 't', expirationSeconds: 3600 } }],
+        },
+      },
+    ]);
+    api.hooks.forbid({ verb: 'create', resource: 'serviceaccounts', subresource: 'token' });
+
+    await api.hooks.down();
+    const p = await startPodvol({ rootDir: root, extra: ['--kubeconfig', kubeconfig] });
+    t.after(() => p.stop());
+    await new Promise((r) => setTimeout(r, 500));
+    const notReady = await p.get('/readyz');
+    assert.equal(notReady.status, 503, 'not ready while the API server is down');
+    assert.match(notReady.body, /pod source api has not synced/);
+    assert.equal((await p.get('/healthz')).status, 200, 'alive all the same');
+    await api.hooks.up();
+    await waitFor(
+      'ready after the API server came up',
+      async () => (await p.get('/readyz')).status === 200,
+      20_000,
+    );
+
+    const state = (name: string) => async () => {
+      const v = (await p.status()).pods.find((x) => x.name === name)?.volumes[0];
+      return v && v.state !== 'pending' ? v : undefined;
+    };
+    const large = await waitFor('large settled', state('large'));
+    assert.equal(large.state, 'mounted');
+    const uid = (await p.status()).pods.find((x) => x.name === 'large')?.uid as string;
+    assert.equal(
+      (await readFile(join(root, 'pods', uid, 'volumes/kubernetes.io~configmap/v/big.txt'), 'utf8')).length,
+      big.length,
+    );
+
+    const unsafe = await waitFor('unsafe settled', state('unsafe'));
+    assert.equal(unsafe.state, 'failed');
+    assert.equal(unsafe.reason, 'InvalidPath');
+    assert.match(unsafe.message, /\.\.data/);
+
+    const tokenless = await waitFor('tokenless settled', state('tokenless'));
+    assert.equal(tokenless.state, 'failed');
+    assert.equal(tokenless.reason, 'TokenRequestForbidden');
+    assert.match(tokenless.message, /forbidden/);
+    assert.equal(p.proc.exitCode, null, 'podvol is still running');
+  },
+);

@@ -243,3 +243,50 @@ mountTest('a restart tears down volumes of pods that went away while podvol was 
   });
   assert.deepEqual(await mountsBelow(dir), []);
 });
+
+mountTest('fsGroup ownership and a HugePages emptyDir, as kubelet sets them up', async (t) => {
+  const base = await tempDir(t);
+  const root = join(base, 'root');
+  const manifests = join(base, 'manifests');
+  await mkdir(manifests);
+  const manifest = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'grouped', labels: { a: 'b' } },
+    spec: {
+      securityContext: { fsGroup: 4321 },
+      containers: [
+        {
+          name: 'app',
+          image: 'i',
+          resources: { limits: { 'hugepages-2Mi': '4Mi', memory: '64Mi' } },
+          volumeMounts: ['scratch', 'huge', 'info'].map((n) => ({ name: n, mountPath: `/${n}` })),
+        },
+      ],
+      volumes: [
+        { name: 'scratch', emptyDir: {} },
+        { name: 'huge', emptyDir: { medium: 'HugePages-2Mi' } },
+        {
+          name: 'info',
+          downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] },
+        },
+      ],
+    },
+  };
+  await writeFile(join(manifests, 'grouped.json'), JSON.stringify(manifest));
+  const p = await startPodvol({ rootDir: root, manifests });
+  t.after(() => p.stop());
+  await waitFor('grouped mounted', () => allMounted('grouped-testnode')(p));
+  const { dir } = await podDirOf(p, root, 'grouped-testnode');
+
+  const scratch = await stat(join(dir, 'volumes/kubernetes.io~empty-dir/scratch'));
+  assert.equal(scratch.gid, 4321);
+  assert.equal(scratch.mode & 0o7777, 0o2777, 'setgid directory, group rwx');
+  const labels = await stat(join(dir, 'volumes/kubernetes.io~downward-api/info/labels'));
+  assert.equal(labels.gid, 4321);
+  assert.equal(labels.mode & 0o777, 0o644, 'read-only volumes only gain group read');
+
+  const huge = (await mountsBelow(dir)).find((m) => m.mountPoint.endsWith('/kubernetes.io~empty-dir/huge'));
+  assert.equal(huge?.fsType, 'hugetlbfs');
+  assert.match(huge?.superOptions ?? '', /pagesize=2M/);
+});

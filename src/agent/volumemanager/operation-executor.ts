@@ -66,6 +66,12 @@ export class OperationExecutor {
     return 'started';
   }
 
+  /** Whether any key starting with `prefix` (e.g. a pod UID and '/') has an operation running. */
+  anyPending(prefix: string): boolean {
+    for (const [key, s] of this.#ops) if (s.pending && key.startsWith(prefix)) return true;
+    return false;
+  }
+
   isPending(key: string): boolean {
     return this.#ops.get(key)?.pending ?? false;
   }

@@ -380,7 +380,8 @@ export class VolumeManager {
   async #cleanupOrphanedPodDirs(): Promise<void> {
     const { rootDir, mounter, logger } = this.#o;
     for (const uid of await readdirOrEmpty(podsDir(rootDir))) {
-      if (this.dsw.pod(uid) || this.asw.hasPod(uid)) {
+      // A SetUp still running for a pod that just went away must finish first: it records its result in ASW.
+      if (this.dsw.pod(uid) || this.asw.hasPod(uid) || this.executor.anyPending(`${uid}/`)) {
         this.#housekeepingErrors.delete(uid);
         continue;
       }
