@@ -53,7 +53,8 @@ async function isReady(dir: string): Promise<boolean> {
 
 async function setReady(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o750 });
-  await writeFile(join(dir, 'ready'), '', { mode: 0o600 });
+  // os.Create in kubelet's SetReady: 0666 minus the umask.
+  await writeFile(join(dir, 'ready'), '', { mode: 0o666 });
 }
 
 /** kubelet's GetMountMedium: what is mounted at `dir` right now. */

@@ -10,10 +10,14 @@ const memLimit = (c: V1Container): bigint => {
 };
 
 /**
- * Sum of the app containers' (and restartable init "sidecar" containers') limits,
+ * The pod's memory limit, 0 when it has none. Sum of the app containers' (and restartable init "sidecar" containers') limits,
  * at least the largest plain init container's, plus pod overhead.
  */
 export function podMemoryLimit(pod: V1Pod): bigint {
+  // kubelet's ResourceConfigForPod: one container without a memory limit means
+  // the pod has none, and emptyDir falls back to node allocatable.
+  const all = [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])];
+  if (all.length === 0 || all.some((c) => memLimit(c) === 0n)) return 0n;
   const sidecars = (pod.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always');
   let sum = 0n;
   for (const c of [...(pod.spec?.containers ?? []), ...sidecars]) sum += memLimit(c);

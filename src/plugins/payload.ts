@@ -73,7 +73,12 @@ export function configMapPayload(
   const binary = cm.binaryData ?? {};
   return build(
     items,
-    (k) => (k in data ? Buffer.from(data[k], 'utf8') : k in binary ? fromBase64(binary[k]) : undefined),
+    (k) =>
+      Object.hasOwn(data, k)
+        ? Buffer.from(data[k], 'utf8')
+        : Object.hasOwn(binary, k)
+          ? fromBase64(binary[k])
+          : undefined,
     () => [
       ...Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'utf8')] as [string, Uint8Array]),
       ...Object.entries(binary).map(([k, v]) => [k, fromBase64(v)] as [string, Uint8Array]),
@@ -93,7 +98,7 @@ export function secretPayload(
   const data = secret.data ?? {};
   return build(
     items,
-    (k) => (k in data ? fromBase64(data[k]) : undefined),
+    (k) => (Object.hasOwn(data, k) ? fromBase64(data[k]) : undefined),
     () => Object.entries(data).map(([k, v]) => [k, fromBase64(v)] as [string, Uint8Array]),
     defaultMode,
     optional,

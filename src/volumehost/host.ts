@@ -1,6 +1,7 @@
 // The VolumeHost the agent hands to plugins. In standalone mode (no cluster)
 // the API-backed functions fail with kubelet's standalone error; in cluster
 // mode a ClusterBackend supplies them.
+import { statfsSync } from 'node:fs';
 import { availableParallelism, hostname, totalmem } from 'node:os';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Mounter as MountInterface } from '../mount/types.ts';
@@ -44,9 +45,32 @@ export interface VolumeHostOptions {
   onAgentError?: (err: Error | undefined) => void;
 }
 
-/** Allocatable of a node with nothing reserved, as kubelet's standalone node object has. */
-export function machineAllocatable(): Record<string, string> {
-  return { cpu: String(availableParallelism()), memory: String(totalmem()), pods: '110' };
+/** kubelet's default hard eviction thresholds, which its standalone node subtracts from capacity. */
+const evictionMemoryBytes = 100n * 1024n * 1024n;
+const evictionNodefsFraction = 0.1;
+
+/**
+ * The allocatable of kubelet's standalone node object: machine capacity minus
+ * the default hard eviction thresholds (memory.available<100Mi,
+ * nodefs.available<10%), with no kube/system reservation configured.
+ */
+export function machineAllocatable(rootDir: string): Record<string, string> {
+  const memory = BigInt(totalmem()) - evictionMemoryBytes;
+  const out: Record<string, string> = {
+    cpu: String(availableParallelism()),
+    memory: String(memory),
+    pods: '110',
+  };
+  try {
+    const fs = statfsSync(rootDir, { bigint: true });
+    const capacity = fs.blocks * fs.bsize;
+    out['ephemeral-storage'] = String(
+      capacity - BigInt(Math.floor(Number(capacity) * evictionNodefsFraction)),
+    );
+  } catch {
+    // No root directory yet: ephemeral-storage stays unknown, as on a node without it.
+  }
+  return out;
 }
 
 const fail = (): Promise<never> => Promise.reject(new Error(standaloneError));
@@ -62,6 +86,7 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
       );
     },
   };
+  let standaloneAllocatable: Record<string, string> | undefined;
   const renamed = (volumeName: string, spec: Spec): Spec =>
     spec.volume ? { ...spec, volume: { ...spec.volume, name: `wrapped_${volumeName}` } } : spec;
 
@@ -80,7 +105,9 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
     getNodeName: () => opts.nodeName,
     getNodeAllocatable: () => {
       const fromApi = cluster.node?.()?.allocatable;
-      return fromApi && Object.keys(fromApi).length > 0 ? fromApi : machineAllocatable();
+      if (fromApi && Object.keys(fromApi).length > 0) return fromApi;
+      standaloneAllocatable ??= machineAllocatable(rootDir);
+      return standaloneAllocatable;
     },
     getNodeLabels: () => cluster.node?.()?.labels ?? { 'kubernetes.io/hostname': opts.nodeName },
     getSecretFunc: () => cluster.getSecret ?? fail,

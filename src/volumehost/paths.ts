@@ -21,5 +21,9 @@ export const pluginsDir = (root: string) => join(root, 'plugins');
 export const pluginDir = (root: string, plugin: string) => join(pluginsDir(root), plugin);
 export const volumeDevicePluginDir = (root: string, plugin: string) =>
   join(pluginDir(root, plugin), 'volumeDevices');
-/** podvol's own per-volume records, used to rebuild state after a restart. */
-export const podVolumeRecordsDir = (root: string, uid: string) => join(podDir(root, uid), 'podvol');
+/**
+ * podvol's own per-volume records, used to rebuild state after a restart. Kept
+ * outside <root>/pods so a pod's directory looks exactly like kubelet's.
+ */
+export const podVolumeRecordsRoot = (root: string) => join(root, 'podvol', 'pods');
+export const podVolumeRecordsDir = (root: string, uid: string) => join(podVolumeRecordsRoot(root), uid);

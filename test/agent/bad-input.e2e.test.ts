@@ -97,7 +97,11 @@ mountTest('bad volumes get precise reasons; the rest of the pod and other pods w
 
   // Nothing outside the pod directories: the temp base holds only what the test made.
   assert.deepEqual((await readdir(base)).sort(), ['a-file', 'manifests', 'root']);
-  assert.deepEqual((await readdir(root)).sort(), ['pods']);
+  assert.deepEqual(
+    (await readdir(root)).sort(),
+    ['pods', 'podvol'],
+    'kubelet layout under pods/, podvol records under podvol/',
+  );
   assert.ok(
     p.logLines().some((l) => l.msg === 'MountVolume.SetUp failed' && l.reason === 'HostPathTypeMismatch'),
   );

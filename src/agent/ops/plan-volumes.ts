@@ -81,8 +81,9 @@ interface PlannedFile {
   fsUser?: number;
 }
 
-function chownDetail(fsGroup: number): string {
-  return `recursively: group ${fsGroup}, group read-write, setgid on directories (fsGroup)`;
+function chownDetail(fsGroup: number, readOnly: boolean): string {
+  const bits = readOnly ? 'group read' : 'group read-write';
+  return `recursively: group ${fsGroup}, ${bits}, setgid on directories (fsGroup)`;
 }
 
 /** emptyDir SetUpAt (also as the wrapper `wrapped_<vol>` of the atomic-writer plugins). */
@@ -108,10 +109,10 @@ function emptyDirSetUp(
   }
   emit('mkdir', v.path, '0777');
   if (mount) emit('mount', v.path, mount);
-  if (v.args.fsGroup !== undefined) emit('chown', v.path, chownDetail(v.args.fsGroup));
+  if (v.args.fsGroup !== undefined) emit('chown', v.path, chownDetail(v.args.fsGroup, false));
   const meta = `${podPluginDir(v.ctx.rootDir, v.uid, escapedEmptyDir)}/${metaName}`;
   emit('mkdir', meta, '0750');
-  emit('write', `${meta}/ready`, 'mode 0600, 0 bytes');
+  emit('write', `${meta}/ready`, 'mode 0644, 0 bytes');
 }
 
 function emptyDirTearDown(emit: Emit, v: VolumePlanInput, metaName: string, mounted: boolean): void {
@@ -151,7 +152,8 @@ function atomicWrite(emit: Emit, v: VolumePlanInput, files: PlannedFile[]): void
     if (f.fsUser !== undefined) what.push(`owner uid ${f.fsUser}`);
     emit('write', `${ts}/${rel}`, what.join(', '));
   }
-  if (v.args.fsGroup !== undefined) emit('chown', dir, chownDetail(v.args.fsGroup));
+  // The atomic-writer volumes are read-only to containers: only group read is added.
+  if (v.args.fsGroup !== undefined) emit('chown', dir, chownDetail(v.args.fsGroup, true));
   emit('symlink', `${dir}/${NEW_DATA_DIR_NAME}`, TS_DIR);
   emit('rename', `${dir}/${NEW_DATA_DIR_NAME}`, `${dir}/${DATA_DIR_NAME}`);
   const top = new Set(files.map((f) => (f.path.startsWith('<') ? f.path : cleanPath(f.path)).split('/')[0]));

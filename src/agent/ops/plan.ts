@@ -4,7 +4,13 @@
 // desired-state population as in the daemon, so UIDs, paths and problems match.
 import type { V1Pod } from '@kubernetes/client-node';
 import { reasonOf } from '../../plugins/types.ts';
-import { escapeQualifiedName, podDir, podVolumeRecordsDir } from '../../volumehost/paths.ts';
+import {
+  escapeQualifiedName,
+  podDir,
+  podPluginsDir,
+  podVolumeRecordsDir,
+  podVolumesDir,
+} from '../../volumehost/paths.ts';
 import { parseManifestFile } from '../pods/manifest.ts';
 import type { SourceError } from '../pods/types.ts';
 import { usedVolumeNames } from '../pods/validate.ts';
@@ -70,6 +76,7 @@ export function planPods(pods: V1Pod[], ctx: PlanContext): PlanStep[] {
     const used = usedVolumeNames(pod);
     const args = mounterArgsFor(pod);
     const planned: VolumePlanInput[] = [];
+    let podDirsMade = false;
     for (const name of volumeOrder(pod, desired)) {
       const emit = emitter('setup', podName, name);
       const d = desired.get(name);
@@ -93,6 +100,12 @@ export function planPods(pods: V1Pod[], ctx: PlanContext): PlanStep[] {
         path: d.path ?? '',
         args,
       };
+      if (!podDirsMade) {
+        // kubelet's makePodDataDirs, done before the first SetUp of the pod (volume-manager.ts).
+        podDirsMade = true;
+        emit('mkdir', podVolumesDir(ctx.rootDir, uid), '0750');
+        emit('mkdir', podPluginsDir(ctx.rootDir, uid), '0750');
+      }
       const before = steps.length;
       const record = recordOf(pod, d, d.pluginName);
       const recordDir = `${podVolumeRecordsDir(ctx.rootDir, uid)}/${escapeQualifiedName(d.pluginName)}`;
@@ -121,7 +134,10 @@ export function planPods(pods: V1Pod[], ctx: PlanContext): PlanStep[] {
       );
     }
     // Orphan cleanup removes the whole pod directory once no mount is left below it.
-    if (planned.length > 0) emitter('teardown', podName, '')('rm', podDir(ctx.rootDir, uid));
+    if (podDirsMade) {
+      emitter('teardown', podName, '')('rm', podDir(ctx.rootDir, uid));
+      emitter('teardown', podName, '')('rm', podVolumeRecordsDir(ctx.rootDir, uid));
+    }
   }
   return steps;
 }

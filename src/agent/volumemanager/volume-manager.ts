@@ -2,13 +2,21 @@
 // actual state filled only by operation results and reconstruction, and a
 // reconciler between them that runs every 100 ms. Nothing is unmounted before
 // the pod sources have synced; stopping unmounts nothing.
-import { readdir } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Mounter as MountInterface } from '../../mount/types.ts';
 import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
 import { type MounterArgs, reasonOf } from '../../plugins/types.ts';
-import { podDir, podsDir, podVolumesDir, unescapeQualifiedName } from '../../volumehost/paths.ts';
+import {
+  podDir,
+  podPluginsDir,
+  podsDir,
+  podVolumeRecordsDir,
+  podVolumeRecordsRoot,
+  podVolumesDir,
+  unescapeQualifiedName,
+} from '../../volumehost/paths.ts';
 import { mountPointsBelow, removeAllOneFilesystem } from '../../volumehost/removeall.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import { ActualStateOfWorld, type MountedVolume } from './actual-state.ts';
@@ -294,6 +302,9 @@ export class VolumeManager {
     };
     try {
       const mounter = pluginMgr.findPluginByName(pluginName).newMounter(spec, pod);
+      // kubelet's makePodDataDirs: the pod, volumes and plugins directories, 0750.
+      await mkdir(podVolumesDir(rootDir, d.podUID), { recursive: true, mode: 0o750 });
+      await mkdir(podPluginsDir(rootDir, d.podUID), { recursive: true, mode: 0o750 });
       // The record is written before SetUp so that a crash half-way leaves enough to tear it down.
       await writeRecord(rootDir, {
         version: 1,
@@ -379,6 +390,18 @@ export class VolumeManager {
    */
   async #cleanupOrphanedPodDirs(): Promise<void> {
     const { rootDir, mounter, logger } = this.#o;
+    const podDirs = new Set(await readdirOrEmpty(podsDir(rootDir)));
+    for (const uid of await readdirOrEmpty(podVolumeRecordsRoot(rootDir))) {
+      // Records never hold a mount; once their pod directory is gone they describe nothing.
+      if (
+        !podDirs.has(uid) &&
+        !this.dsw.pod(uid) &&
+        !this.asw.hasPod(uid) &&
+        !this.executor.anyPending(`${uid}/`)
+      ) {
+        await rm(podVolumeRecordsDir(rootDir, uid), { recursive: true, force: true });
+      }
+    }
     for (const uid of await readdirOrEmpty(podsDir(rootDir))) {
       // A SetUp still running for a pod that just went away must finish first: it records its result in ASW.
       if (this.dsw.pod(uid) || this.asw.hasPod(uid) || this.executor.anyPending(`${uid}/`)) {
@@ -390,6 +413,7 @@ export class VolumeManager {
         const mounts = await mountPointsBelow(mounter, dir);
         if (mounts.length === 0) {
           await removeAllOneFilesystem(mounter, dir);
+          await rm(podVolumeRecordsDir(rootDir, uid), { recursive: true, force: true });
           this.#housekeepingErrors.delete(uid);
           logger.info({ podUID: uid }, 'removed orphaned pod directory');
           continue;

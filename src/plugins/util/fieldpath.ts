@@ -86,12 +86,14 @@ export function extractFieldPathAsString(pod: V1Pod, fieldPath: string): string 
         // Annotation keys are validated case-insensitively, label keys are not.
         const errs = validateQualifiedName(subscript.toLowerCase());
         if (errs.length) throw new Error(`invalid key subscript in ${fieldPath}: ${errs.join(';')}`);
-        return meta.annotations?.[subscript] ?? '';
+        return meta.annotations && Object.hasOwn(meta.annotations, subscript)
+          ? meta.annotations[subscript]
+          : '';
       }
       case 'metadata.labels': {
         const errs = validateQualifiedName(subscript);
         if (errs.length) throw new Error(`invalid key subscript in ${fieldPath}: ${errs.join(';')}`);
-        return meta.labels?.[subscript] ?? '';
+        return meta.labels && Object.hasOwn(meta.labels, subscript) ? meta.labels[subscript] : '';
       }
       default:
         throw new Error(`fieldPath ${goQuote(fieldPath)} does not support subscript`);

@@ -56,7 +56,7 @@ function expectedText(root: string, hostPath: string): string {
   const fast = `${pod}/volumes/kubernetes.io~empty-dir/fast`;
   const info = `${pod}/volumes/kubernetes.io~downward-api/info`;
   const meta = `${pod}/plugins/kubernetes.io~empty-dir`;
-  const rec = `${pod}/podvol`;
+  const rec = `${root}/podvol/pods/${uid}`;
   return `podvol plan for node testnode, root directory ${root}
 A dry run: nothing was changed. At run time, steps already done are skipped (set-up is idempotent).
 mkdir -p -m 0750 ${root}
@@ -64,19 +64,21 @@ mkdir -p -m 0750 ${root}
 pod default/demo-testnode (uid ${uid})
   set up:
     volume fast:
+      mkdir -p -m 0750 ${pod}/volumes
+      mkdir -p -m 0750 ${pod}/plugins
       mkdir -p -m 0750 ${rec}/kubernetes.io~empty-dir
       write ${rec}/kubernetes.io~empty-dir/fast.json (mode 0600, N bytes)
       mkdir -p -m 0777 ${fast}
       mount -t tmpfs -o size=67108864${noswap} tmpfs ${fast}
       mkdir -p -m 0750 ${meta}/fast
-      write ${meta}/fast/ready (mode 0600, 0 bytes)
+      write ${meta}/fast/ready (mode 0644, 0 bytes)
     volume info:
       mkdir -p -m 0750 ${rec}/kubernetes.io~downward-api
       write ${rec}/kubernetes.io~downward-api/info.json (mode 0600, N bytes)
       mkdir -p -m 0777 ${info}
       mount -t tmpfs -o size=134217728${noswap} tmpfs ${info}
       mkdir -p -m 0750 ${meta}/wrapped_info
-      write ${meta}/wrapped_info/ready (mode 0600, 0 bytes)
+      write ${meta}/wrapped_info/ready (mode 0644, 0 bytes)
       mkdir -p -m 0755 ${info}/..<timestamp>
       write ${info}/..<timestamp>/labels (mode 0644, 10 bytes)
       mkdir -p -m 0777 ${info}/..<timestamp>/meta
@@ -106,6 +108,7 @@ pod default/demo-testnode (uid ${uid})
     volume host:
       rm -r ${rec}/kubernetes.io~host-path/host.json
     rm -r ${pod}
+    rm -r ${rec}
 `;
 }
 
@@ -172,8 +175,8 @@ test('plan -o json lists the same steps as {phase, pod, volume, action, path, de
   assert.deepEqual(
     steps.filter((s) => s.volume === 'host' && s.phase === 'setup').map((s) => [s.action, s.path]),
     [
-      ['mkdir', `${root}/pods/${uid}/podvol/kubernetes.io~host-path`],
-      ['write', `${root}/pods/${uid}/podvol/kubernetes.io~host-path/host.json`],
+      ['mkdir', `${root}/podvol/pods/${uid}/kubernetes.io~host-path`],
+      ['write', `${root}/podvol/pods/${uid}/kubernetes.io~host-path/host.json`],
       ['check', hostPath],
       ['mkdir', hostPath],
     ],
@@ -272,15 +275,16 @@ test('plan names what must be fetched from the API server and where its files go
     plan.steps.filter((s) => s.volume === volume && s.phase === 'setup').map(stepLine);
   const podUID = plan.pods[0].uid;
   const cfg = `/r/pods/${podUID}/volumes/kubernetes.io~configmap/cfg`;
-  assert.deepEqual(lines('cfg').slice(2), [
+  // The first four lines are the pod's directories and the volume's record.
+  assert.deepEqual(lines('cfg').slice(4), [
     'fetch configMap shop/settings (needs the API server)',
     `mkdir -p -m 0777 ${cfg}`,
     `chown ${cfg} (recursively: group 2000, group read-write, setgid on directories (fsGroup))`,
     `mkdir -p -m 0750 /r/pods/${podUID}/plugins/kubernetes.io~empty-dir/wrapped_cfg`,
-    `write /r/pods/${podUID}/plugins/kubernetes.io~empty-dir/wrapped_cfg/ready (mode 0600, 0 bytes)`,
+    `write /r/pods/${podUID}/plugins/kubernetes.io~empty-dir/wrapped_cfg/ready (mode 0644, 0 bytes)`,
     `mkdir -p -m 0755 ${cfg}/..<timestamp>`,
     `write ${cfg}/..<timestamp>/<key> (mode 0644, one file per key of configMap shop/settings)`,
-    `chown ${cfg} (recursively: group 2000, group read-write, setgid on directories (fsGroup))`,
+    `chown ${cfg} (recursively: group 2000, group read, setgid on directories (fsGroup))`,
     `symlink ${cfg}/..data_tmp -> ..<timestamp>`,
     `rename ${cfg}/..data_tmp -> ${cfg}/..data`,
     `symlink ${cfg}/<key> -> ..data/<key>`,
@@ -326,6 +330,16 @@ async function listing(dir: string): Promise<string[]> {
   return out;
 }
 
+/**
+ * The mount table as this test can judge it: other test files run at the same
+ * time in the same namespace and mount below their own podvol-test-* dirs.
+ */
+async function mountTableExceptOtherTests(base: string): Promise<string[]> {
+  return (await readFile('/proc/self/mountinfo', 'utf8'))
+    .split('\n')
+    .filter((l) => !/\/podvol-(test|vm|kube)-/.test(l) || l.includes(base));
+}
+
 mountTest(
   'plan changes nothing: mount table, root directory and hostPath parent are identical after it',
   async (t) => {
@@ -333,7 +347,7 @@ mountTest(
     // A root directory that already holds a pod, so there is something to disturb.
     await mkdir(join(root, 'pods', uid, 'volumes'), { recursive: true });
     const before = {
-      mounts: await readFile('/proc/self/mountinfo', 'utf8'),
+      mounts: await mountTableExceptOtherTests(base),
       root: await listing(root),
       host: await listing(hostParent),
       base: await listing(base),
@@ -343,7 +357,7 @@ mountTest(
       assert.equal(r.code, 0, r.stderr);
       assert.match(r.stdout, output === 'text' ? /mount -t tmpfs/ : /"action": "mount"/);
     }
-    assert.equal(await readFile('/proc/self/mountinfo', 'utf8'), before.mounts);
+    assert.deepEqual(await mountTableExceptOtherTests(base), before.mounts);
     assert.deepEqual(await listing(root), before.root);
     assert.deepEqual(await listing(hostParent), before.host);
     assert.deepEqual(await listing(base), before.base);
