@@ -3,6 +3,7 @@
 // of all sources are collected; any one fails the SetUp, as in kubelet.
 import type { V1Pod, V1ProjectedVolumeSource } from '@kubernetes/client-node';
 import type { VolumeHost } from '../volumehost/types.ts';
+import { withHostIP } from './downwardapi.ts';
 import { configMapPayload, fetchError, fetchOptional, secretPayload } from './payload.ts';
 import { type MounterArgs, reasonOf, VolumeError, type VolumePlugin } from './types.ts';
 import type { FileProjection } from './util/atomic-writer.ts';
@@ -60,7 +61,7 @@ export async function collectProjectedData(
       } else if (s.downwardAPI) {
         const r = collectDownwardAPIData(
           s.downwardAPI.items ?? [],
-          pod,
+          withHostIP(pod, host),
           host.getNodeAllocatable(),
           defaultMode,
         );

@@ -5,6 +5,7 @@ import { lstat } from 'node:fs/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
+import { makeNestedMountpoints } from './nested-mountpoints.ts';
 import {
   type Mounter,
   type MounterArgs,
@@ -47,6 +48,7 @@ export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
   const wrapper = s.host.newWrapperMounter(s.volumeName, wrappedSpec(s.medium), s.pod);
   await wrapper.setUpAt(s.dir, s.args);
   try {
+    await makeNestedMountpoints(s.volumeName, s.dir, s.pod);
     const logContext = `pod ${s.pod.metadata?.namespace}/${s.pod.metadata?.name} volume ${s.volumeName}`;
     await writeAtomically(s.dir, s.payload, {
       logContext,

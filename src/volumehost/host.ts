@@ -2,7 +2,7 @@
 // the API-backed functions fail with kubelet's standalone error; in cluster
 // mode a ClusterBackend supplies them.
 import { statfsSync } from 'node:fs';
-import { availableParallelism, hostname, totalmem } from 'node:os';
+import { availableParallelism, hostname, networkInterfaces, totalmem } from 'node:os';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Mounter as MountInterface } from '../mount/types.ts';
 import type { VolumePluginMgr } from '../plugins/plugin-manager.ts';
@@ -73,6 +73,18 @@ export function machineAllocatable(rootDir: string): Record<string, string> {
   return out;
 }
 
+/**
+ * A standalone node's IP as kubelet picks one without --node-ip: the address
+ * of an interface that is up and not loopback, IPv4 first.
+ */
+export function standaloneHostIP(): string | undefined {
+  const addrs = Object.values(networkInterfaces())
+    .flatMap((list) => list ?? [])
+    .filter((a) => !a.internal);
+  const v4 = addrs.find((a) => a.family === 'IPv4');
+  return (v4 ?? addrs.find((a) => a.family === 'IPv6' && !a.address.startsWith('fe80')))?.address;
+}
+
 const fail = (): Promise<never> => Promise.reject(new Error(standaloneError));
 
 export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
@@ -101,7 +113,7 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
     getMounter: () => opts.mounter,
     getExec: () => exec,
     getHostName: () => opts.hostName ?? hostname(),
-    getHostIP: () => cluster.node?.()?.hostIP,
+    getHostIP: () => (cluster.node ? cluster.node()?.hostIP : standaloneHostIP()),
     getNodeName: () => opts.nodeName,
     getNodeAllocatable: () => {
       const fromApi = cluster.node?.()?.allocatable;

@@ -34,7 +34,7 @@ mountTest('bad volumes get precise reasons; the rest of the pod and other pods w
       downwardAPI: { items: [{ path: '../../escape', fieldRef: { fieldPath: 'metadata.name' } }] },
     },
     { name: 'huge', emptyDir: { medium: 'Memory', sizeLimit: '1000000000Ei' } },
-    { name: 'badfield', downwardAPI: { items: [{ path: 'x', fieldRef: { fieldPath: 'spec.nodeName' } }] } },
+    { name: 'badfield', downwardAPI: { items: [{ path: 'x', fieldRef: { fieldPath: 'status.podIP' } }] } },
   ];
   const mounts = [...new Set(volumes.map((v) => v.name)), 'missing'].map((name) => ({
     name,
@@ -86,7 +86,7 @@ mountTest('bad volumes get precise reasons; the rest of the pod and other pods w
     assert.ok(reasons[name].message.length > 0);
   }
   assert.equal(reasons.badfield.state, 'failed');
-  assert.match(reasons.badfield.message, /Unsupported value: "spec.nodeName"/);
+  assert.match(reasons.badfield.message, /Unsupported value: "status.podIP"/);
   assert.equal(reasons.ok.state, 'mounted', 'a good volume of the same pod is mounted');
   assert.equal(reasons.nosource.plugin, 'kubernetes.io/empty-dir');
   assert.match(reasons.wrongtype.message, /is not a directory, it's a File/);

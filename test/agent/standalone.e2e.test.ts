@@ -34,6 +34,8 @@ const webVolumes = [
       items: [
         { path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } },
         { path: 'tier', fieldRef: { fieldPath: "metadata.labels['tier']" } },
+        { path: 'annotations', fieldRef: { fieldPath: 'metadata.annotations' } },
+        { path: 'node', fieldRef: { fieldPath: 'spec.nodeName' } },
         {
           path: 'cpu',
           resourceFieldRef: { containerName: 'app', resource: 'limits.cpu', divisor: '1m' },
@@ -100,6 +102,12 @@ mountTest('volumes appear with kubelet layout, modes, sizes and symlinks', async
   assert.equal(await readlink(join(info, 'labels')), '..data/labels');
   assert.equal(await readFile(join(info, 'labels'), 'utf8'), 'app="web"\ntier="one"');
   assert.equal(await readFile(join(info, 'tier'), 'utf8'), 'one');
+  assert.equal(await readFile(join(info, 'node'), 'utf8'), 'testnode', 'spec.nodeName, as the issue asks beyond kubelet');
+  // The annotations kubelet's pod config adds to a static pod, in FormatMap order.
+  assert.match(
+    await readFile(join(info, 'annotations'), 'utf8'),
+    /^kubernetes\.io\/config\.hash="[0-9a-f-]{36}"\nkubernetes\.io\/config\.seen="\d{4}-\d\d-\d\dT[\d:.]+Z"\nkubernetes\.io\/config\.source="file"$/,
+  );
   assert.equal(await readFile(join(info, 'cpu'), 'utf8'), '250');
   assert.equal((await stat(join(info, 'labels'))).mode & 0o777, 0o644);
   assert.equal((await stat(join(info, 'cpu'))).mode & 0o777, 0o400);

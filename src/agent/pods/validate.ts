@@ -146,6 +146,10 @@ const DOWNWARD_FIELD_PATHS = [
   'metadata.name',
   'metadata.namespace',
   'metadata.uid',
+  // Allowed on top of the API server's list for volumes (it allows them for env only); see fieldpath.ts.
+  'spec.nodeName',
+  'spec.serviceAccountName',
+  'status.hostIP',
 ];
 const SUBSCRIPTED_FIELD_PATH = /^metadata\.(labels|annotations)\['[^']+'\]$/;
 const RESOURCE_NAMES = [

@@ -110,6 +110,16 @@ export function extractFieldPathAsString(pod: V1Pod, fieldPath: string): string 
       return meta.namespace ?? '';
     case 'metadata.uid':
       return meta.uid ?? '';
+    // Beyond kubelet, whose API validation allows only metadata.* in volume
+    // files: the node-side fields podvol knows (issue 3), rendered as kubelet
+    // renders them for environment variables.
+    case 'spec.nodeName':
+      return pod.spec?.nodeName ?? '';
+    case 'spec.serviceAccountName':
+      return pod.spec?.serviceAccountName ?? '';
+    case 'status.hostIP':
+      if (!pod.status?.hostIP) throw new Error('status.hostIP is not known on this node');
+      return pod.status.hostIP;
   }
   throw new Error(`unsupported fieldPath: ${fieldPath}`);
 }

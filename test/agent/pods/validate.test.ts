@@ -243,7 +243,7 @@ describe('validatePodVolumes', () => {
       { name: 'v', secret: {} },
       { name: 'v', configMap: { items: [] } },
       { name: 'v', emptyDir: { medium: 'SSD' } },
-      { name: 'v', downwardAPI: { items: [{ path: 'x', fieldRef: { fieldPath: 'spec.nodeName' } }] } },
+      { name: 'v', downwardAPI: { items: [{ path: 'x', fieldRef: { fieldPath: 'status.podIP' } }] } },
       { name: 'v', downwardAPI: { items: [{ path: 'x' }] } },
       { name: 'v', downwardAPI: { items: [{ path: 'x', resourceFieldRef: { resource: 'limits.cpu' } }] } },
       {
@@ -260,7 +260,7 @@ describe('validatePodVolumes', () => {
     for (const v of cases) assert.equal(only(pod([v]), 'v').reason, 'InvalidField', JSON.stringify(v));
     assert.match(
       only(pod([cases[3]]), 'v').message,
-      /Unsupported value: "spec.nodeName": unsupported fieldPath/,
+      /Unsupported value: "status.podIP": unsupported fieldPath/,
     );
   });
 

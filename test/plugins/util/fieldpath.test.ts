@@ -97,7 +97,7 @@ describe('extractFieldPathAsString', () => {
     assert.throws(() => extractFieldPathAsString(pod, "metadata.name['x']"), {
       message: `fieldPath "metadata.name['x']" does not support subscript`,
     });
-    for (const envOnly of ['spec.nodeName', 'spec.serviceAccountName', 'status.podIP', 'status.hostIP']) {
+    for (const envOnly of ['status.podIP', 'status.podIPs', 'spec.hostname']) {
       assert.throws(() => extractFieldPathAsString(pod, envOnly), {
         message: `unsupported fieldPath: ${envOnly}`,
       });
@@ -174,7 +174,7 @@ describe('collectDownwardAPIData', () => {
           path: 'cpu_limit',
           resourceFieldRef: { containerName: 'c1', resource: 'limits.cpu', divisor: '1m' },
         },
-        { path: 'node', fieldRef: { fieldPath: 'spec.nodeName' } },
+        { path: 'node', fieldRef: { fieldPath: 'status.podIP' } },
         { path: 'orphan', resourceFieldRef: { resource: 'limits.cpu' } },
       ],
       pod,
@@ -191,6 +191,6 @@ describe('collectDownwardAPIData', () => {
         ['orphan', { data: '', mode: 0o644 }],
       ],
     );
-    assert.deepEqual(errors, ['unsupported fieldPath: spec.nodeName', 'container  not found']);
+    assert.deepEqual(errors, ['unsupported fieldPath: status.podIP', 'container  not found']);
   });
 });
