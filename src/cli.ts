@@ -1,8 +1,8 @@
 // The podvol command line. A bad flag or value is a usage error: one line on
 // stderr and exit code 2, never a stack trace.
 import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { nodeNameOption, rootDirOption } from './agent/cli-options.ts';
 import { startDaemon } from './agent/daemon.ts';
 import { parseListen } from './agent/http.ts';
 import { createLogger, logLevels } from './agent/logger.ts';
@@ -25,11 +25,6 @@ const positiveSeconds = (v: string) => {
   if (!Number.isFinite(n) || n <= 0)
     throw new InvalidArgumentError(`must be a positive number of seconds, got "${v}"`);
   return n;
-};
-
-const nonEmpty = (what: string) => (v: string) => {
-  if (v.trim() === '') throw new InvalidArgumentError(`${what} must not be empty`);
-  return v;
 };
 
 interface RunFlags {
@@ -102,18 +97,8 @@ export function buildProgram(onRun: (flags: RunFlags) => Promise<number>): Comma
   program
     .command('run')
     .description('run the node agent')
-    .addOption(
-      new Option('--root-dir <dir>', 'root directory (kubelet layout below it)')
-        .env('PODVOL_ROOT_DIR')
-        .default('/var/lib/podvol')
-        .argParser(nonEmpty('--root-dir')),
-    )
-    .addOption(
-      new Option('--node-name <name>', "this node's name")
-        .env('PODVOL_NODE_NAME')
-        .default(hostname().toLowerCase())
-        .argParser(nonEmpty('--node-name')),
-    )
+    .addOption(rootDirOption())
+    .addOption(nodeNameOption())
     .addOption(
       new Option(
         '--pod-manifest-path <dir>',

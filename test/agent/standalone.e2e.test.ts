@@ -102,7 +102,11 @@ mountTest('volumes appear with kubelet layout, modes, sizes and symlinks', async
   assert.equal(await readlink(join(info, 'labels')), '..data/labels');
   assert.equal(await readFile(join(info, 'labels'), 'utf8'), 'app="web"\ntier="one"');
   assert.equal(await readFile(join(info, 'tier'), 'utf8'), 'one');
-  assert.equal(await readFile(join(info, 'node'), 'utf8'), 'testnode', 'spec.nodeName, as the issue asks beyond kubelet');
+  assert.equal(
+    await readFile(join(info, 'node'), 'utf8'),
+    'testnode',
+    'spec.nodeName, as the issue asks beyond kubelet',
+  );
   // The annotations kubelet's pod config adds to a static pod, in FormatMap order.
   assert.match(
     await readFile(join(info, 'annotations'), 'utf8'),

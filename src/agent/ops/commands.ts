@@ -2,8 +2,8 @@
 // 0 success, 1 the manifest cannot be read or has unusable documents, 2 a
 // usage error (commander), 3 no podvol answered (status).
 import { readFile } from 'node:fs/promises';
-import { hostname } from 'node:os';
 import { type Command, InvalidArgumentError, Option } from 'commander';
+import { nodeNameOption, nonEmpty, rootDirOption } from '../cli-options.ts';
 import { planManifest } from './plan.ts';
 import { formatPlan } from './plan-format.ts';
 import { createPlanContext } from './plan-host.ts';
@@ -15,11 +15,6 @@ import {
   type StatusFormat,
   statusFormats,
 } from './status.ts';
-
-const nonEmpty = (what: string) => (v: string) => {
-  if (v.trim() === '') throw new InvalidArgumentError(`${what} must not be empty`);
-  return v;
-};
 
 const asServer = (v: string) => {
   try {
@@ -98,18 +93,8 @@ export function registerOperatorCommands(program: Command): void {
         .makeOptionMandatory()
         .argParser(nonEmpty('--filename')),
     )
-    .addOption(
-      new Option('--root-dir <dir>', 'root directory (kubelet layout below it)')
-        .env('PODVOL_ROOT_DIR')
-        .default('/var/lib/podvol')
-        .argParser(nonEmpty('--root-dir')),
-    )
-    .addOption(
-      new Option('--node-name <name>', "this node's name")
-        .env('PODVOL_NODE_NAME')
-        .default(hostname().toLowerCase())
-        .argParser(nonEmpty('--node-name')),
-    )
+    .addOption(rootDirOption())
+    .addOption(nodeNameOption())
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addHelpText(
       'after',
