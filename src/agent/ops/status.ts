@@ -90,8 +90,31 @@ export async function fetchStatus(server: string, timeoutMs = STATUS_TIMEOUT_MS)
   return { ok: true, body, doc: { node: doc.node ?? '', pods: doc.pods, errors: doc.errors ?? [] } };
 }
 
-// /status carries no timestamps; kubectl prints this for an unknown age.
+// kubectl prints this for an unknown age (an older podvol's /status has no `since`).
 const UNKNOWN_AGE = '<unknown>';
+
+/** apimachinery's duration.HumanDuration, as kubectl's AGE column shows it. */
+export function humanDuration(ms: number): string {
+  const s = Math.floor(ms / 1000);
+  if (s < 0) return '0s';
+  if (s < 120) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 10) return s % 60 === 0 ? `${m}m` : `${m}m${s % 60}s`;
+  if (m < 180) return `${m}m`;
+  const h = Math.floor(m / 60);
+  if (h < 8) return m % 60 === 0 ? `${h}h` : `${h}h${m % 60}m`;
+  if (h < 48) return `${h}h`;
+  const d = Math.floor(h / 24);
+  if (h < 24 * 8) return h % 24 === 0 ? `${d}d` : `${d}d${h % 24}h`;
+  if (h < 24 * 365 * 2) return `${d}d`;
+  const y = Math.floor(d / 365);
+  return h < 24 * 365 * 8 && d % 365 !== 0 ? `${y}y${d % 365}d` : `${y}y`;
+}
+
+const ageOf = (since: string | undefined, now: number): string => {
+  const t = since ? Date.parse(since) : Number.NaN;
+  return Number.isNaN(t) ? UNKNOWN_AGE : humanDuration(now - t);
+};
 
 const oneLine = (s: string | undefined) => (s ?? '').replace(/\s*\n\s*/g, ' ');
 
@@ -112,7 +135,7 @@ function describeSourceError(e: SourceError): string {
  * row), then `ERRORS:` with every source error and pod-level problem.
  * `wide` adds PATH, ATTEMPTS and MESSAGE, as `kubectl get -o wide` adds columns.
  */
-export function formatStatus(doc: StatusDocument, format: 'table' | 'wide'): string {
+export function formatStatus(doc: StatusDocument, format: 'table' | 'wide', now = Date.now()): string {
   const wide = format === 'wide';
   const headers = ['namespace', 'pod', 'volume', 'plugin', 'state', 'age', 'reason'];
   if (wide) headers.push('path', 'attempts', 'message');
@@ -124,7 +147,7 @@ export function formatStatus(doc: StatusDocument, format: 'table' | 'wide'): str
     const volumes = p.volumes ?? [];
     if (volumes.length === 0) rows.push([p.namespace, pod, '', '', '', UNKNOWN_AGE, '']);
     for (const v of volumes) {
-      const row = [p.namespace, pod, v.name, v.plugin, v.state, UNKNOWN_AGE, v.reason];
+      const row = [p.namespace, pod, v.name, v.plugin, v.state, ageOf(v.since, now), v.reason];
       if (wide) row.push(v.path, String(v.attempts ?? 0), oneLine(v.message));
       rows.push(row);
     }

@@ -21,6 +21,8 @@ export interface VolumeToMount {
   path?: string;
   requiresRemount: boolean;
   problem?: Problem;
+  /** When this volume of this pod was first desired (ms since the epoch): its age in `podvol status`. */
+  since: number;
 }
 
 export interface DesiredPod {
@@ -36,13 +38,20 @@ export const volumeKey = (podUID: string, volumeName: string) => `${podUID}/${vo
 const fingerprintOf = (pod: V1Pod) =>
   JSON.stringify([pod.metadata?.labels ?? {}, pod.metadata?.annotations ?? {}, pod.status?.podIP ?? '']);
 
-function volumesOf(pod: V1Pod, pluginMgr: VolumePluginMgr, host: VolumeHost): Map<string, VolumeToMount> {
+function volumesOf(
+  pod: V1Pod,
+  pluginMgr: VolumePluginMgr,
+  host: VolumeHost,
+  since: (key: string) => number,
+): Map<string, VolumeToMount> {
   const uid = pod.metadata?.uid ?? '';
   const problems = validatePodVolumes(pod);
   const used = usedVolumeNames(pod);
   const out = new Map<string, VolumeToMount>();
-  const add = (name: string, v: Omit<VolumeToMount, 'key' | 'podUID' | 'volumeName'>) =>
-    out.set(name, { key: volumeKey(uid, name), podUID: uid, volumeName: name, ...v });
+  const add = (name: string, v: Omit<VolumeToMount, 'key' | 'podUID' | 'volumeName' | 'since'>) => {
+    const key = volumeKey(uid, name);
+    out.set(name, { key, podUID: uid, volumeName: name, since: since(key), ...v });
+  };
 
   for (const [name, problem] of problems) add(name, { requiresRemount: false, problem });
   for (const volume of pod.spec?.volumes ?? []) {
@@ -66,6 +75,12 @@ function volumesOf(pod: V1Pod, pluginMgr: VolumePluginMgr, host: VolumeHost): Ma
 
 export class DesiredStateOfWorld {
   readonly #pods = new Map<string, DesiredPod>();
+  readonly #firstDesired = new Map<string, number>();
+  readonly #now: () => number;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
 
   /**
    * Replaces the desired pods. Returns the UIDs of pods kept whose rendered
@@ -82,9 +97,16 @@ export class DesiredStateOfWorld {
       const fingerprint = fingerprintOf(pod);
       if (prev && prev.pod === pod) continue;
       if (prev && prev.fingerprint !== fingerprint) changed.push(uid);
-      this.#pods.set(uid, { uid, pod, fingerprint, volumes: volumesOf(pod, pluginMgr, host) });
+      const since = (key: string) => {
+        const t = this.#firstDesired.get(key) ?? this.#now();
+        this.#firstDesired.set(key, t);
+        return t;
+      };
+      this.#pods.set(uid, { uid, pod, fingerprint, volumes: volumesOf(pod, pluginMgr, host, since) });
     }
     for (const uid of this.#pods.keys()) if (!seen.has(uid)) this.#pods.delete(uid);
+    for (const key of this.#firstDesired.keys())
+      if (!seen.has(key.slice(0, key.indexOf('/')))) this.#firstDesired.delete(key);
     return changed;
   }
 

@@ -16,6 +16,8 @@ export interface VolumeStatus {
   reason: string;
   message: string;
   attempts: number;
+  /** RFC 3339 time the volume was first desired (or, while unmounting, found): what AGE counts from. */
+  since?: string;
 }
 
 export interface PodStatus {
@@ -44,6 +46,7 @@ export function buildStatus(
         plugin: d.pluginName ?? '',
         path: d.path ?? '',
         attempts: op?.attempts ?? 0,
+        since: new Date(d.since).toISOString(),
       };
       if (d.problem) {
         volumes.push({ ...base, state: 'failed', reason: d.problem.reason, message: d.problem.message });

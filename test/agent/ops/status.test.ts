@@ -220,3 +220,45 @@ test('cells are padded to the widest cell of their column, whatever the column',
       'a-very-long-namespace-name   p     v        x/y      pending   <unknown>   <none>\n',
   );
 });
+
+test("AGE counts from the volume's since, as kubectl prints durations", async () => {
+  const { humanDuration, formatStatus } = await import('../../../src/agent/ops/status.ts');
+  assert.deepEqual(
+    [
+      5_000,
+      119_000,
+      125_000,
+      600_000,
+      3 * 3600_000 + 60_000,
+      9 * 3600_000,
+      50 * 3600_000,
+      30 * 86400_000,
+    ].map(humanDuration),
+    ['5s', '119s', '2m5s', '10m', '3h1m', '9h', '2d2h', '30d'],
+  );
+  const now = Date.parse('2026-11-30T12:00:00Z');
+  const doc = {
+    node: 'n',
+    errors: [],
+    pods: [
+      {
+        namespace: 'default',
+        name: 'web',
+        uid: 'u',
+        volumes: [
+          {
+            name: 'data',
+            plugin: 'kubernetes.io/empty-dir',
+            state: 'mounted',
+            path: '/p',
+            reason: '',
+            message: '',
+            attempts: 0,
+            since: '2026-11-30T11:57:00Z',
+          },
+        ],
+      },
+    ],
+  };
+  assert.match(formatStatus(doc as never, 'table', now), /mounted {3}3m {3}/);
+});
