@@ -1,11 +1,11 @@
 // podvol run in cluster mode against the test API server, through the real
 // @kubernetes/client-node, with real mounts in the test's mount namespace.
 import assert from 'node:assert/strict';
-import { lstat, readFile, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { startTestApiServer } from '../apiserver/server.ts';
-import { mountsBelow, type PodvolProcess, startPodvol, waitFor } from '../helpers/daemon.ts';
+import { mountsBelow, type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
@@ -149,14 +149,7 @@ mountTest(
       2,
       'nothing is unmounted during the grace period',
     );
-    await waitFor('pod dir removed', async () => {
-      try {
-        await lstat(join(root, 'pods', uid));
-        return false;
-      } catch {
-        return true;
-      }
-    });
+    await waitGone('pod dir removed', join(root, 'pods', uid));
     assert.deepEqual(await mountsBelow(root), []);
   },
 );

@@ -2,9 +2,9 @@
 // mounts in the test's private mount namespace, a real HTTP scrape.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { lstat, mkdir, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { mountsBelow, type PodvolProcess, startPodvol, waitFor } from '../helpers/daemon.ts';
+import { mountsBelow, type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 
 const pod = (name: string, labels: Record<string, string>, volumes: unknown[], mounts: string[]) =>
@@ -196,14 +196,7 @@ mountTest('removing a manifest tears the pod down and removes its directory', as
   const other = await podDirOf(p, root, 'other-testnode');
 
   await rm(join(manifests, 'web.json'));
-  await waitFor('web directory removed', async () => {
-    try {
-      await lstat(dir);
-      return false;
-    } catch {
-      return true;
-    }
-  });
+  await waitGone('web directory removed', dir);
   assert.deepEqual(await mountsBelow(dir), []);
   const s = await p.status();
   assert.equal(
@@ -245,14 +238,7 @@ mountTest('a restart tears down volumes of pods that went away while podvol was 
 
   const second = await startPodvol({ rootDir: root, manifests });
   t.after(() => second.stop());
-  await waitFor('web directory removed', async () => {
-    try {
-      await lstat(dir);
-      return false;
-    } catch {
-      return true;
-    }
-  });
+  await waitGone('web directory removed', dir);
   assert.deepEqual(await mountsBelow(dir), []);
 });
 

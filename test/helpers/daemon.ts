@@ -1,7 +1,7 @@
 // Runs `podvol run` as a child process (inside the test's mount namespace) and
 // gives tests its HTTP endpoints, its log lines and ways to stop or kill it.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { lstat, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 
@@ -123,6 +123,22 @@ export async function startPodvol(args: {
     throw new Error(`${err.message}\n${out}`);
   });
   return p;
+}
+
+/** Resolves once `path` no longer exists (e.g. a torn-down pod's directory). */
+export async function waitGone(what: string, path: string, timeoutMs?: number): Promise<void> {
+  await waitFor(
+    what,
+    async () => {
+      try {
+        await lstat(path);
+        return false;
+      } catch {
+        return true;
+      }
+    },
+    timeoutMs,
+  );
 }
 
 export async function mountTable(): Promise<string[]> {

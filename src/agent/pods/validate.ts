@@ -179,7 +179,18 @@ const BYTE_DIVISORS = [
 
 type Add = (reason: string, message: string) => void;
 
-function checkKeyToPaths(items: unknown, field: string, add: Add, paths?: Set<string>): void {
+/**
+ * The checks every `items` entry shares (a list of objects, each with a safe
+ * relative path, a valid mode and, in a projected volume, a path of its own);
+ * `more` adds the checks of its kind.
+ */
+function checkItems(
+  items: unknown,
+  field: string,
+  add: Add,
+  paths: Set<string> | undefined,
+  more: (item: Obj, f: string) => void,
+): void {
   if (items === undefined || items === null) return;
   if (!Array.isArray(items)) {
     add(VolumeReason.InvalidField, `${field}: Invalid value: must be a list`);
@@ -191,12 +202,18 @@ function checkKeyToPaths(items: unknown, field: string, add: Add, paths?: Set<st
       add(VolumeReason.InvalidField, `${f}: Invalid value: must be an object`);
       return;
     }
-    if (typeof item.key !== 'string' || item.key === '')
-      add(VolumeReason.InvalidField, `${f}.key: Required value`);
+    more(item, f);
     for (const e of payloadPathErrors(item.path, `${f}.path`)) add(VolumeReason.InvalidPath, e);
     const me = modeError(item.mode, `${f}.mode`);
     if (me) add(VolumeReason.InvalidMode, me);
     notePath(item.path, f, add, paths);
+  });
+}
+
+function checkKeyToPaths(items: unknown, field: string, add: Add, paths?: Set<string>): void {
+  checkItems(items, field, add, paths, (item, f) => {
+    if (typeof item.key !== 'string' || item.key === '')
+      add(VolumeReason.InvalidField, `${f}.key: Required value`);
   });
 }
 
@@ -209,21 +226,7 @@ function notePath(path: unknown, field: string, add: Add, paths?: Set<string>): 
 }
 
 function checkDownwardItems(items: unknown, field: string, add: Add, paths?: Set<string>): void {
-  if (items === undefined || items === null) return;
-  if (!Array.isArray(items)) {
-    add(VolumeReason.InvalidField, `${field}: Invalid value: must be a list`);
-    return;
-  }
-  items.forEach((item, i) => {
-    const f = `${field}[${i}]`;
-    if (!isObj(item)) {
-      add(VolumeReason.InvalidField, `${f}: Invalid value: must be an object`);
-      return;
-    }
-    for (const e of payloadPathErrors(item.path, `${f}.path`)) add(VolumeReason.InvalidPath, e);
-    const me = modeError(item.mode, `${f}.mode`);
-    if (me) add(VolumeReason.InvalidMode, me);
-    notePath(item.path, f, add, paths);
+  checkItems(items, field, add, paths, (item, f) => {
     const hasField = isObj(item.fieldRef);
     const hasResource = isObj(item.resourceFieldRef);
     if (hasField && hasResource) {
