@@ -1,4 +1,4 @@
-// Options shared by `podvol run` and `podvol plan`, so both read the same
+// Options shared by several commands (run, plan, drain), so all read the same
 // flags, environment variables and defaults.
 import { hostname } from 'node:os';
 import { InvalidArgumentError, Option } from 'commander';

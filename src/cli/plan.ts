@@ -1,28 +1,13 @@
-// The operator subcommands `podvol status` and `podvol plan`. Exit codes:
-// 0 success, 1 the manifest cannot be read or has unusable documents, 2 a
-// usage error (commander), 3 no podvol answered (status).
+// `podvol plan`: a dry run of SetUp and TearDown for the pods of a manifest.
+// Exit codes: 0 ok, 1 the manifest cannot be read or has unusable documents,
+// 2 usage error.
 import { readFile } from 'node:fs/promises';
-import { type Command, InvalidArgumentError, Option } from 'commander';
-import { nodeNameOption, nonEmpty, rootDirOption } from '../cli-options.ts';
-import { planManifest } from './plan.ts';
-import { formatPlan } from './plan-format.ts';
-import { createPlanContext } from './plan-host.ts';
-import {
-  DEFAULT_SERVER,
-  EXIT_UNREACHABLE,
-  normalizeServer,
-  runStatus,
-  type StatusFormat,
-  statusFormats,
-} from './status.ts';
-
-const asServer = (v: string) => {
-  try {
-    return normalizeServer(v);
-  } catch (err) {
-    throw new InvalidArgumentError((err as Error).message);
-  }
-};
+import { type Command, Option } from 'commander';
+import { planManifest } from '../agent/ops/plan.ts';
+import { formatPlan } from '../agent/ops/plan-format.ts';
+import { createPlanContext } from '../agent/ops/plan-host.ts';
+import { setExitCode } from './command.ts';
+import { nodeNameOption, nonEmpty, rootDirOption } from './options.ts';
 
 interface PlanFlags {
   filename: string;
@@ -60,29 +45,7 @@ async function runPlan(flags: PlanFlags): Promise<number> {
   return plan.errors.length > 0 ? 1 : 0;
 }
 
-/** Adds `status` and `plan` to the podvol program. */
-export function registerOperatorCommands(program: Command): void {
-  const setExit = (cmd: Command, code: number) => cmd.parent?.setOptionValue('exitCode', code);
-
-  program
-    .command('status')
-    .description('show the volumes of a running podvol (its /status), as a table')
-    .addOption(
-      new Option('--server <url>', 'where podvol listens')
-        .env('PODVOL_SERVER')
-        .default(DEFAULT_SERVER)
-        .argParser(asServer),
-    )
-    .addOption(new Option('-o, --output <format>', 'output format').choices(statusFormats).default('table'))
-    .addHelpText(
-      'after',
-      `\nAGE is <unknown>: /status carries no timestamps.\nExit codes: 0 ok, 2 usage error, ${EXIT_UNREACHABLE} no podvol answered at the server (or it answered with an error).`,
-    )
-    .action(async (flags: { server: string; output: StatusFormat }, cmd: Command) => {
-      // The default is not run through the parser; normalise it here too.
-      setExit(cmd, await runStatus({ server: normalizeServer(flags.server), output: flags.output }));
-    });
-
+export function planCommand(program: Command): void {
   program
     .command('plan')
     .description(
@@ -101,6 +64,6 @@ export function registerOperatorCommands(program: Command): void {
       '\nChanges nothing on this host: no directory, file or mount (it only stats hostPath targets).\nExit codes: 0 ok, 1 the manifest cannot be read or has documents that are not usable pods, 2 usage error.',
     )
     .action(async (flags: PlanFlags, cmd: Command) => {
-      setExit(cmd, await runPlan(flags));
+      setExitCode(cmd, await runPlan(flags));
     });
 }

@@ -1,0 +1,22 @@
+// What every command module under src/cli/ shares: how a command registers
+// itself and how it hands its exit code back to main().
+import type { Command } from 'commander';
+
+/** A command module adds its one command (name, options, action) to the program. */
+export type CommandModule = (program: Command) => void;
+
+/** Exit codes shared by every command. */
+export const EXIT_OK = 0;
+export const EXIT_FAILURE = 1;
+export const EXIT_USAGE = 2;
+
+/** Records a command's exit code for main() to return. */
+export function setExitCode(cmd: Command, code: number): void {
+  (cmd.parent ?? cmd).setOptionValue('exitCode', code);
+}
+
+/** Prints a one-line usage error and returns EXIT_USAGE, for checks commander cannot express. */
+export function usageError(message: string): number {
+  process.stderr.write(`podvol: ${message} (run podvol --help for usage)\n`);
+  return EXIT_USAGE;
+}

@@ -1,0 +1,135 @@
+// `podvol run`: the node agent. New run flags go next to the existing ones in
+// runCommand(); the daemon itself is wired in src/agent/daemon.ts.
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { startDaemon } from '../agent/daemon.ts';
+import { parseListen } from '../agent/http.ts';
+import { createLogger, logLevels } from '../agent/logger.ts';
+import { version } from '../version.ts';
+import { setExitCode } from './command.ts';
+import { nodeNameOption, rootDirOption } from './options.ts';
+
+const asListen = (v: string) => {
+  try {
+    return parseListen(v);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+};
+
+const positiveSeconds = (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new InvalidArgumentError(`must be a positive number of seconds, got "${v}"`);
+  return n;
+};
+
+export interface RunFlags {
+  rootDir: string;
+  nodeName: string;
+  podManifestPath?: string;
+  kubeconfig?: string;
+  listen: { host: string; port: number };
+  logLevel: string;
+  syncFrequency: number;
+  systemdScope: 'auto' | 'off';
+}
+
+export async function run(flags: RunFlags): Promise<number> {
+  const logger = createLogger(flags.logLevel);
+  if (process.getuid?.() !== 0) {
+    process.stderr.write(
+      `podvol: must run as root to mount volumes (mount(2) needs CAP_SYS_ADMIN; this is uid ${process.getuid?.()}); try: sudo npm start\n`,
+    );
+    return 1;
+  }
+  if (
+    !flags.podManifestPath &&
+    !flags.kubeconfig &&
+    !process.env.KUBECONFIG &&
+    !process.env.KUBERNETES_SERVICE_HOST
+  ) {
+    process.stderr.write('podvol: nothing to serve: give --pod-manifest-path and/or --kubeconfig\n');
+    return 2;
+  }
+  const cluster =
+    flags.kubeconfig || process.env.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST
+      ? await (await import('../agent/cluster.ts')).connectCluster({
+          kubeconfig: flags.kubeconfig,
+          nodeName: flags.nodeName,
+          logger,
+        })
+      : undefined;
+  const daemon = await startDaemon({
+    rootDir: flags.rootDir,
+    nodeName: flags.nodeName,
+    podManifestPath: flags.podManifestPath,
+    listen: flags.listen,
+    syncFrequencyMs: flags.syncFrequency * 1000,
+    systemdScope: flags.systemdScope,
+    logger,
+    version,
+    cluster,
+  });
+  process.on('uncaughtException', (err) =>
+    logger.error({ err: err.message, stack: err.stack }, 'uncaught exception'),
+  );
+  process.on('unhandledRejection', (err) => logger.error({ err: String(err) }, 'unhandled rejection'));
+  const signal = await new Promise<string>((res) => {
+    process.once('SIGTERM', () => res('SIGTERM'));
+    process.once('SIGINT', () => res('SIGINT'));
+  });
+  logger.info({ signal }, 'stopping; mounted volumes stay mounted');
+  await daemon.stop();
+  logger.flush();
+  return 0;
+}
+
+export function runCommand(program: Command): void {
+  program
+    .command('run')
+    .description('run the node agent')
+    .addOption(rootDirOption())
+    .addOption(nodeNameOption())
+    .addOption(
+      new Option(
+        '--pod-manifest-path <dir>',
+        'directory of static pod manifests (YAML or JSON), watched',
+      ).env('PODVOL_POD_MANIFEST_PATH'),
+    )
+    .addOption(
+      new Option('--kubeconfig <file>', 'kubeconfig for cluster mode (else KUBECONFIG, else in-cluster)'),
+    )
+    .addOption(
+      new Option('--listen <host:port>', 'address for /metrics, /healthz, /readyz, /status')
+        .env('PODVOL_LISTEN')
+        .default(parseListen('127.0.0.1:10280'), '127.0.0.1:10280')
+        .argParser(asListen),
+    )
+    .addOption(
+      new Option(
+        '--systemd-scope <mode>',
+        'wrap mounts in systemd-run --scope when systemd runs the host (auto) or never (off)',
+      )
+        .env('PODVOL_SYSTEMD_SCOPE')
+        .choices(['auto', 'off'])
+        .default('auto'),
+    )
+    .addOption(
+      new Option(
+        '--sync-frequency <seconds>',
+        'how often configMap, secret, token and downwardAPI files are re-rendered',
+      )
+        .env('PODVOL_SYNC_FREQUENCY')
+        .default(60)
+        .argParser(positiveSeconds),
+    )
+    .addOption(
+      new Option('--log-level <level>', 'log level')
+        .env('PODVOL_LOG_LEVEL')
+        .choices(logLevels)
+        .default('info'),
+    )
+    .action(async (flags: RunFlags, cmd: Command) => {
+      setExitCode(cmd, await run(flags));
+    });
+}

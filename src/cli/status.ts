@@ -1,0 +1,41 @@
+// `podvol status`: the volumes of a running podvol (its /status) as a table.
+// Exit codes: 0 answered, 2 usage error, 3 no podvol answered.
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import {
+  DEFAULT_SERVER,
+  EXIT_UNREACHABLE,
+  normalizeServer,
+  runStatus,
+  type StatusFormat,
+  statusFormats,
+} from '../agent/ops/status.ts';
+import { setExitCode } from './command.ts';
+
+const asServer = (v: string) => {
+  try {
+    return normalizeServer(v);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+};
+
+export function statusCommand(program: Command): void {
+  program
+    .command('status')
+    .description('show the volumes of a running podvol (its /status), as a table')
+    .addOption(
+      new Option('--server <url>', 'where podvol listens')
+        .env('PODVOL_SERVER')
+        .default(DEFAULT_SERVER)
+        .argParser(asServer),
+    )
+    .addOption(new Option('-o, --output <format>', 'output format').choices(statusFormats).default('table'))
+    .addHelpText(
+      'after',
+      `\nAGE counts from when the volume was first desired.\nExit codes: 0 ok, 2 usage error, ${EXIT_UNREACHABLE} no podvol answered at the server (or it answered with an error).`,
+    )
+    .action(async (flags: { server: string; output: StatusFormat }, cmd: Command) => {
+      // The default is not run through the parser; normalise it here too.
+      setExitCode(cmd, await runStatus({ server: normalizeServer(flags.server), output: flags.output }));
+    });
+}
