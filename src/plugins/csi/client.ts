@@ -1,0 +1,158 @@
+// kubelet's csiClient (csi_client.go): one method per CSI Node/Identity call,
+// each on a fresh unix-socket connection with a two-minute deadline. Requests
+// use the proto's field names; responses come back with proto defaults filled.
+import { type CSIProto, csiCallTimeoutMs, grpc, loadCSIProto, unary, unixClient } from './grpc.ts';
+
+export type AccessMode =
+  | 'SINGLE_NODE_WRITER'
+  | 'SINGLE_NODE_READER_ONLY'
+  | 'MULTI_NODE_READER_ONLY'
+  | 'MULTI_NODE_SINGLE_WRITER'
+  | 'MULTI_NODE_MULTI_WRITER'
+  | 'SINGLE_NODE_SINGLE_WRITER'
+  | 'SINGLE_NODE_MULTI_WRITER';
+
+export type NodeCapability =
+  | 'STAGE_UNSTAGE_VOLUME'
+  | 'GET_VOLUME_STATS'
+  | 'EXPAND_VOLUME'
+  | 'VOLUME_CONDITION'
+  | 'SINGLE_NODE_MULTI_WRITER'
+  | 'VOLUME_MOUNT_GROUP';
+
+export interface VolumeCapability {
+  mount?: { fs_type: string; mount_flags: string[]; volume_mount_group: string };
+  block?: Record<string, never>;
+  access_mode: { mode: AccessMode };
+}
+
+export interface NodeStageRequest {
+  volume_id: string;
+  publish_context: Record<string, string>;
+  staging_target_path: string;
+  volume_capability: VolumeCapability;
+  secrets: Record<string, string>;
+  volume_context: Record<string, string>;
+}
+
+export interface NodePublishRequest {
+  volume_id: string;
+  publish_context: Record<string, string>;
+  staging_target_path: string;
+  target_path: string;
+  volume_capability: VolumeCapability;
+  readonly: boolean;
+  secrets: Record<string, string>;
+  volume_context: Record<string, string>;
+}
+
+export interface NodeInfo {
+  node_id: string;
+  max_volumes_per_node: string;
+  accessible_topology: { segments: Record<string, string> } | null;
+}
+
+export interface VolumeUsage {
+  available: string;
+  total: string;
+  used: string;
+  unit: 'UNKNOWN' | 'BYTES' | 'INODES';
+}
+
+export interface VolumeStats {
+  usage: VolumeUsage[];
+  volume_condition: { abnormal: boolean; message: string } | null;
+}
+
+export interface NodeExpandRequest {
+  volume_id: string;
+  volume_path: string;
+  capacity_range: { required_bytes: string; limit_bytes: string };
+  staging_target_path: string;
+  volume_capability: VolumeCapability;
+  secrets: Record<string, string>;
+}
+
+/** Observes every call (csi_operations_seconds). */
+export type CallObserver = (method: string, err: unknown, seconds: number) => void;
+
+export class CSIClient {
+  readonly #proto: CSIProto;
+  readonly #endpoint: string;
+  readonly #timeoutMs: number;
+  readonly #observe: CallObserver | undefined;
+
+  constructor(proto: CSIProto, endpoint: string, opts: { timeoutMs?: number; observe?: CallObserver } = {}) {
+    this.#proto = proto;
+    this.#endpoint = endpoint;
+    this.#timeoutMs = opts.timeoutMs ?? csiCallTimeoutMs;
+    this.#observe = opts.observe;
+  }
+
+  async #call<Res>(service: 'Identity' | 'Node', method: string, request: object): Promise<Res> {
+    const client = unixClient(this.#proto[service], this.#endpoint);
+    const t0 = performance.now();
+    try {
+      const res = await unary<object, Res>(client, method, request, this.#timeoutMs);
+      this.#observe?.(method, undefined, (performance.now() - t0) / 1000);
+      return res;
+    } catch (err) {
+      this.#observe?.(method, err, (performance.now() - t0) / 1000);
+      throw err;
+    } finally {
+      client.close();
+    }
+  }
+
+  getPluginInfo(): Promise<{ name: string; vendor_version: string }> {
+    return this.#call('Identity', 'GetPluginInfo', {});
+  }
+
+  nodeGetInfo(): Promise<NodeInfo> {
+    return this.#call('Node', 'NodeGetInfo', {});
+  }
+
+  async nodeGetCapabilities(): Promise<Set<NodeCapability>> {
+    const res = await this.#call<{ capabilities: { rpc?: { type: NodeCapability } | null }[] }>(
+      'Node',
+      'NodeGetCapabilities',
+      {},
+    );
+    const caps = new Set<NodeCapability>();
+    for (const c of res.capabilities ?? []) if (c.rpc?.type) caps.add(c.rpc.type);
+    return caps;
+  }
+
+  async nodeStageVolume(req: NodeStageRequest): Promise<void> {
+    await this.#call('Node', 'NodeStageVolume', req);
+  }
+
+  async nodeUnstageVolume(volumeID: string, stagingTargetPath: string): Promise<void> {
+    await this.#call('Node', 'NodeUnstageVolume', {
+      volume_id: volumeID,
+      staging_target_path: stagingTargetPath,
+    });
+  }
+
+  async nodePublishVolume(req: NodePublishRequest): Promise<void> {
+    await this.#call('Node', 'NodePublishVolume', req);
+  }
+
+  async nodeUnpublishVolume(volumeID: string, targetPath: string): Promise<void> {
+    await this.#call('Node', 'NodeUnpublishVolume', { volume_id: volumeID, target_path: targetPath });
+  }
+
+  nodeGetVolumeStats(volumeID: string, volumePath: string, stagingTargetPath: string): Promise<VolumeStats> {
+    return this.#call('Node', 'NodeGetVolumeStats', {
+      volume_id: volumeID,
+      volume_path: volumePath,
+      staging_target_path: stagingTargetPath,
+    });
+  }
+
+  nodeExpandVolume(req: NodeExpandRequest): Promise<{ capacity_bytes: string }> {
+    return this.#call('Node', 'NodeExpandVolume', req);
+  }
+}
+
+export { grpc, loadCSIProto };

@@ -1,0 +1,282 @@
+// A CSI node plugin for tests: real gRPC (Identity and Node services) on a
+// unix socket; every volume is a real bind mount of a backing directory
+// (<stateDir>/backing/<sha256 of the volume id>). It reads its configuration
+// (capabilities, node info, injected errors and delays) from
+// <stateDir>/config.json on every call, so a test changes its behaviour while
+// it runs, in this process or in a child (test/csi/driver-main.ts), and it
+// appends every call to <stateDir>/calls.jsonl.
+import { createHash } from 'node:crypto';
+import {
+  appendFileSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  statfsSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { createLinuxMounter } from '../../src/mount/linux.ts';
+import { grpc, loadCSIProto } from '../../src/plugins/csi/grpc.ts';
+
+export interface InjectedError {
+  /** grpc status code number, e.g. 5 (NOT_FOUND), 14 (UNAVAILABLE). */
+  code: number;
+  message?: string;
+  /** How many calls fail (default: every call until removed). */
+  times?: number;
+}
+
+export interface DriverConfig {
+  name: string;
+  vendorVersion?: string;
+  nodeID: string;
+  maxVolumesPerNode?: number;
+  topology?: Record<string, string>;
+  /** Node capabilities by name (STAGE_UNSTAGE_VOLUME, GET_VOLUME_STATS, ...). */
+  capabilities: string[];
+  errors?: Record<string, InjectedError>;
+  /** Milliseconds a method sleeps before answering (a hanging driver). */
+  delays?: Record<string, number>;
+}
+
+export interface CallRecord {
+  method: string;
+  request: Record<string, unknown>;
+  /** grpc code returned; 0 for success. */
+  code: number;
+  at: number;
+}
+
+export const configPath = (stateDir: string) => join(stateDir, 'config.json');
+export const callsPath = (stateDir: string) => join(stateDir, 'calls.jsonl');
+export const backingDir = (stateDir: string, volumeID: string) =>
+  join(stateDir, 'backing', createHash('sha256').update(volumeID).digest('hex'));
+
+export function writeDriverConfig(stateDir: string, config: DriverConfig): void {
+  mkdirSync(stateDir, { recursive: true });
+  // rename is atomic: a call never reads half a file.
+  writeFileSync(`${configPath(stateDir)}.tmp`, JSON.stringify(config));
+  renameSync(`${configPath(stateDir)}.tmp`, configPath(stateDir));
+}
+
+export function readDriverConfig(stateDir: string): DriverConfig {
+  return JSON.parse(readFileSync(configPath(stateDir), 'utf8')) as DriverConfig;
+}
+
+export function updateDriverConfig(stateDir: string, change: (c: DriverConfig) => void): void {
+  const c = readDriverConfig(stateDir);
+  change(c);
+  writeDriverConfig(stateDir, c);
+}
+
+export function readCalls(stateDir: string): CallRecord[] {
+  let text = '';
+  try {
+    text = readFileSync(callsPath(stateDir), 'utf8');
+  } catch {
+    return [];
+  }
+  return text
+    .split('\n')
+    .filter((l) => l.length > 0)
+    .map((l) => JSON.parse(l) as CallRecord);
+}
+
+export interface TestDriver {
+  socket: string;
+  stop(): Promise<void>;
+}
+
+/** The request fields the handlers read (proto-loader fills defaults, so strings are never undefined). */
+interface Req {
+  volume_id: string;
+  staging_target_path: string;
+  target_path: string;
+  volume_path: string;
+  readonly: boolean;
+  capacity_range?: { required_bytes: string } | null;
+}
+
+type Handler = (req: Req, cfg: DriverConfig) => Promise<object>;
+
+class CallError extends Error {
+  readonly code: number;
+  constructor(code: number, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+const exists = (p: string) => {
+  try {
+    statSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** Serves the driver on `socket` until stop(). */
+export async function startTestDriver(socket: string, stateDir: string): Promise<TestDriver> {
+  const proto = loadCSIProto();
+  const mounter = createLinuxMounter({ systemd: 'off' });
+  const server = new grpc.Server();
+  const isMounted = (p: string) => mounter.isMountPoint(p).catch(() => false);
+  const caps = (cfg: DriverConfig) => new Set(cfg.capabilities);
+
+  const handlers: Record<string, Handler> = {
+    GetPluginInfo: async (_req, cfg) => ({ name: cfg.name, vendor_version: cfg.vendorVersion ?? '0.0.1' }),
+    GetPluginCapabilities: async () => ({ capabilities: [] }),
+    Probe: async () => ({ ready: { value: true } }),
+    NodeGetInfo: async (_req, cfg) => ({
+      node_id: cfg.nodeID,
+      max_volumes_per_node: String(cfg.maxVolumesPerNode ?? 0),
+      accessible_topology: cfg.topology ? { segments: cfg.topology } : null,
+    }),
+    NodeGetCapabilities: async (_req, cfg) => ({
+      capabilities: cfg.capabilities.map((type) => ({ rpc: { type } })),
+    }),
+    NodeStageVolume: async (req, cfg) => {
+      if (!caps(cfg).has('STAGE_UNSTAGE_VOLUME')) throw new CallError(12, 'NodeStageVolume not supported');
+      if (!req.volume_id || !req.staging_target_path)
+        throw new CallError(3, 'volume_id and staging_target_path required');
+      if (!exists(req.staging_target_path))
+        throw new CallError(3, `staging path ${req.staging_target_path} does not exist`);
+      if (await isMounted(req.staging_target_path)) return {};
+      const backing = backingDir(stateDir, req.volume_id);
+      mkdirSync(backing, { recursive: true, mode: 0o777 });
+      await mounter.mount(backing, req.staging_target_path, '', ['bind']);
+      return {};
+    },
+    NodeUnstageVolume: async (req) => {
+      await mounter.unmount(req.staging_target_path);
+      return {};
+    },
+    NodePublishVolume: async (req, cfg) => {
+      if (!req.volume_id || !req.target_path) throw new CallError(3, 'volume_id and target_path required');
+      const staged = caps(cfg).has('STAGE_UNSTAGE_VOLUME');
+      let source = backingDir(stateDir, req.volume_id);
+      if (staged) {
+        if (!req.staging_target_path) throw new CallError(9, 'staging_target_path missing');
+        if (!(await isMounted(req.staging_target_path))) throw new CallError(9, 'volume is not staged');
+        source = req.staging_target_path;
+      } else {
+        mkdirSync(source, { recursive: true, mode: 0o777 });
+      }
+      mkdirSync(req.target_path, { recursive: true, mode: 0o750 });
+      if (await isMounted(req.target_path)) return {};
+      await mounter.mount(source, req.target_path, '', req.readonly ? ['bind', 'ro'] : ['bind']);
+      return {};
+    },
+    NodeUnpublishVolume: async (req) => {
+      await mounter.unmount(req.target_path);
+      // The spec: the SP deletes the target path it created (an empty directory once unmounted).
+      try {
+        rmdirSync(req.target_path);
+      } catch {}
+      return {};
+    },
+    NodeGetVolumeStats: async (req) => {
+      if (!(await isMounted(req.volume_path))) throw new CallError(5, `${req.volume_path} is not mounted`);
+      const s = statfsSync(req.volume_path);
+      return {
+        usage: [
+          {
+            unit: 'BYTES',
+            total: String(s.blocks * s.bsize),
+            available: String(s.bavail * s.bsize),
+            used: String((s.blocks - s.bfree) * s.bsize),
+          },
+          {
+            unit: 'INODES',
+            total: String(s.files),
+            available: String(s.ffree),
+            used: String(s.files - s.ffree),
+          },
+        ],
+        volume_condition: null,
+      };
+    },
+    NodeExpandVolume: async (req) => ({ capacity_bytes: req.capacity_range?.required_bytes ?? '0' }),
+  };
+
+  const wrap = (method: string) => {
+    return (call: grpc.ServerUnaryCall<Record<string, unknown>, object>, cb: grpc.sendUnaryData<object>) => {
+      const run = async () => {
+        const cfg = readDriverConfig(stateDir);
+        const delay = cfg.delays?.[method];
+        if (delay) await new Promise((r) => setTimeout(r, delay));
+        const injected = cfg.errors?.[method];
+        if (injected) {
+          if (injected.times !== undefined) {
+            updateDriverConfig(stateDir, (c) => {
+              const e = c.errors?.[method];
+              if (!e || e.times === undefined) return;
+              if (e.times <= 1) delete c.errors![method];
+              else e.times--;
+            });
+          }
+          throw new CallError(injected.code, injected.message ?? `injected error in ${method}`);
+        }
+        return handlers[method](call.request as unknown as Req, cfg);
+      };
+      run().then(
+        (res) => {
+          appendFileSync(
+            callsPath(stateDir),
+            `${JSON.stringify({ method, request: call.request, code: 0, at: Date.now() })}\n`,
+          );
+          cb(null, res);
+        },
+        (err: unknown) => {
+          const code = err instanceof CallError ? err.code : grpc.status.INTERNAL;
+          appendFileSync(
+            callsPath(stateDir),
+            `${JSON.stringify({ method, request: call.request, code, at: Date.now() })}\n`,
+          );
+          cb({
+            code,
+            details: (err as Error).message,
+            name: 'Error',
+            message: (err as Error).message,
+            metadata: new grpc.Metadata(),
+          });
+        },
+      );
+    };
+  };
+  const impl = (names: string[]) => Object.fromEntries(names.map((n) => [n, wrap(n)]));
+  server.addService(proto.Identity.service, impl(['GetPluginInfo', 'GetPluginCapabilities', 'Probe']));
+  server.addService(
+    proto.Node.service,
+    impl([
+      'NodeStageVolume',
+      'NodeUnstageVolume',
+      'NodePublishVolume',
+      'NodeUnpublishVolume',
+      'NodeGetVolumeStats',
+      'NodeExpandVolume',
+      'NodeGetCapabilities',
+      'NodeGetInfo',
+    ]),
+  );
+  rmSync(socket, { force: true });
+  await new Promise<void>((resolve, reject) =>
+    server.bindAsync(`unix:${socket}`, grpc.ServerCredentials.createInsecure(), (err) =>
+      err ? reject(err) : resolve(),
+    ),
+  );
+  return {
+    socket,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.tryShutdown(() => {
+          rmSync(socket, { force: true });
+          resolve();
+        });
+      }),
+  };
+}
