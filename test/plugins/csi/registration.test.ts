@@ -47,7 +47,12 @@ async function setup(t: TestContext, name = 'test.csi.podvol.io') {
   const drivers = new DriversStore();
   const nodeInfo = recordingNodeInfo();
   const handler = csiRegistrationHandler({ drivers, proto: loadCSIProto(), nodeInfo, logger });
-  const watcher = new PluginWatcher({ dir: registry, handlers: { CSIPlugin: handler }, logger, periodMs: 50 });
+  const watcher = new PluginWatcher({
+    dir: registry,
+    handlers: { CSIPlugin: handler },
+    logger,
+    periodMs: 50,
+  });
   await watcher.start();
   t.after(() => watcher.stop());
   return { base, registry, driver, drivers, nodeInfo, watcher, stateDir };
