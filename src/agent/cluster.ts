@@ -3,14 +3,13 @@
 // bundles, CSIDrivers, node info, Events).
 import { hostname } from 'node:os';
 import type { V1Pod } from '@kubernetes/client-node';
-import type { Logger } from 'pino';
+import type { Logger } from '../logger.ts';
 import type { ClusterBackend } from '../volumehost/host.ts';
 import { loadKubeConfig } from '../volumehost/kube/config.ts';
 import { CSIDriverInformer } from '../volumehost/kube/csidriver-informer.ts';
-import { createEventRecorder } from '../volumehost/kube/events.ts';
+import { createEventBroadcaster } from '../volumehost/kube/events.ts';
 import { NodeInfo } from '../volumehost/kube/node-info.ts';
 import { newConfigMapCache, newSecretCache } from '../volumehost/kube/object-cache.ts';
-import type { Reflector } from '../volumehost/kube/reflector.ts';
 import { createTokenManager } from '../volumehost/kube/token-manager.ts';
 import { createTrustBundleManager } from '../volumehost/kube/trust-bundles.ts';
 import { ApiPodSource } from './pods/api-source.ts';
@@ -65,7 +64,7 @@ function gracePeriodOver(pod: V1Pod, now: number): boolean {
 }
 
 /** The API pod source, minus pods past their grace period, plus the figures the metrics want. */
-function adaptApiSource(source: ApiPodSource, reflector: Reflector<V1Pod>): PodSource {
+function adaptApiSource(source: ApiPodSource): PodSource {
   const timers = new Set<NodeJS.Timeout>();
   const listeners = new Set<() => void>();
   const scheduled = new Set<string>();
@@ -102,11 +101,6 @@ function adaptApiSource(source: ApiPodSource, reflector: Reflector<V1Pod>): PodS
       for (const t of timers) clearTimeout(t);
       await source.stop();
     },
-    lastSyncSeconds: () => {
-      const t = reflector.lastSyncTime;
-      return t ? t.getTime() / 1000 : undefined;
-    },
-    watchRestarts: () => ({ pods: reflector.watchRestarts }),
   });
 }
 
@@ -121,7 +115,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   const configMaps = newConfigMapCache(tuning);
   const tokens = createTokenManager({ kubeConfig, logger });
   const trustBundles = createTrustBundleManager({ kubeConfig, logger });
-  const events = createEventRecorder({
+  const events = createEventBroadcaster({
     kubeConfig,
     component: 'podvol',
     host: o.nodeName,
@@ -139,7 +133,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   const split = (key: string) => [key.slice(0, key.indexOf('/')), key.slice(key.indexOf('/') + 1)] as const;
 
   return {
-    sources: [adaptApiSource(pods, pods.informer)],
+    sources: [adaptApiSource(pods)],
     backend: {
       kubeClient: kubeConfig,
       getSecret: (ns, name) => secrets.get(ns, name),

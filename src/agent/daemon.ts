@@ -3,9 +3,9 @@
 import { mkdir } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { resolve } from 'node:path';
-import type { Logger } from 'pino';
+import type { Logger } from '../logger.ts';
 import { createLinuxMounter } from '../mount/linux.ts';
-import type { Mounter } from '../mount/types.ts';
+import type * as mount from '../mount/types.ts';
 import { probeVolumePlugins } from '../plugins/index.ts';
 import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import { createVolumeHost } from '../volumehost/host.ts';
@@ -30,7 +30,7 @@ export interface RunOptions {
   version: string;
   /** Cluster mode: the API pod source and the API-backed half of the volume host. */
   cluster?: Cluster;
-  mounter?: Mounter;
+  mounter?: mount.Interface;
 }
 
 export interface Daemon {
@@ -87,19 +87,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
       return [...counts.values()];
     },
     podSources: () =>
-      sources.map((s) => {
-        const extra = s as PodSource & {
-          lastSyncSeconds?: () => number | undefined;
-          watchRestarts?: () => Record<string, number>;
-        };
-        return {
-          source: s.name,
-          pods: s.pods().length,
-          synced: s.hasSynced(),
-          lastSyncSeconds: extra.lastSyncSeconds?.() ?? (s.hasSynced() ? Date.now() / 1000 : undefined),
-          watchRestarts: extra.watchRestarts?.(),
-        };
-      }),
+      sources.map((s) => ({ source: s.name, pods: s.pods().length, synced: s.hasSynced(), ...s.stats() })),
   });
   vm = new VolumeManager({
     rootDir,

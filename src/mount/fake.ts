@@ -14,9 +14,9 @@ import {
 } from './errors.ts';
 import { isMountPointIn, mountContaining, mountPointMatches, searchMountRefs } from './mountinfo.ts';
 import { checkMountArguments, checkMountOptions } from './options.ts';
-import type { MountCallOptions, Mounter, MountInfo, UnmountOutcome } from './types.ts';
+import type { Interface, MountCallOptions, MountInfo, UnmountOutcome } from './types.ts';
 
-export type FakeMethod = keyof Mounter;
+export type FakeMethod = keyof Interface;
 
 export type FakeCall =
   | {
@@ -60,7 +60,7 @@ const PER_MOUNT_FLAGS = new Set([
   'nodiratime',
 ]);
 
-export class FakeMounter implements Mounter {
+export class FakeMounter implements Interface {
   /** Every call, in order. */
   readonly calls: FakeCall[] = [];
   #mounts: MountInfo[] = [];

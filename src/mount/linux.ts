@@ -3,9 +3,9 @@
 // and mount_helper_common.go.
 import { access, lstat, realpath, rmdir, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
+import { type Logger, silentLogger } from '../logger.ts';
 import { isCorruptedMountError, MountError, MountOptionError, type OptionProblem } from './errors.ts';
 import { type CommandRunner, createExecaRunner, type RunResult } from './exec.ts';
-import { type MountLogger, silentLogger } from './logger.ts';
 import {
   isMountPointIn,
   mountContaining,
@@ -16,7 +16,7 @@ import {
 import { checkMountArguments, checkMountOptions, checkUnmountTarget, MASKED } from './options.ts';
 import { pathExists } from './probe.ts';
 import { detectSystemd, wrapInScope } from './systemd.ts';
-import type { MountCallOptions, Mounter, MountInfo, UnmountOutcome } from './types.ts';
+import type { Interface, MountCallOptions, MountInfo, UnmountOutcome } from './types.ts';
 
 /** The file system calls the mounter makes; injectable to simulate broken mounts (e.g. ENOTCONN). */
 export interface MounterFs {
@@ -31,7 +31,7 @@ export interface MounterFs {
 export interface LinuxMounterOptions {
   /** 'auto' wraps mounts in `systemd-run --scope` when systemd is PID 1 and the probe works; 'off' never does. */
   systemd?: 'auto' | 'off';
-  logger?: MountLogger;
+  logger?: Logger;
   runner?: CommandRunner;
   /** Deadline for every mount/umount/probe command. Default 2 minutes. */
   commandTimeoutMs?: number;
@@ -61,9 +61,9 @@ export function maskSensitive(text: string, sensitive: readonly string[]): strin
   return out;
 }
 
-export class LinuxMounter implements Mounter {
+export class LinuxMounter implements Interface {
   readonly #run: CommandRunner;
-  readonly #log: MountLogger;
+  readonly #log: Logger;
   readonly #timeoutMs: number;
   readonly #mountInfoPath: string;
   readonly #fs: MounterFs;

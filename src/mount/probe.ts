@@ -2,7 +2,7 @@
 import { access, stat, statfs } from 'node:fs/promises';
 import { release } from 'node:os';
 import { isCorruptedMountError, isNotExistError, MountError } from './errors.ts';
-import type { Mounter } from './types.ts';
+import type { Interface } from './types.ts';
 
 /** statfs f_type of tmpfs (linux/magic.h TMPFS_MAGIC). */
 export const TMPFS_MAGIC = 0x01021994;
@@ -68,7 +68,7 @@ export interface NoswapProbe {
   /** Kernel release to judge by; default os.release(). */
   kernelRelease?: string;
   /** When the version says no (or is unparseable), try a real `mount -t tmpfs -o noswap` on this empty directory. */
-  probe?: { mounter: Mounter; dir: string };
+  probe?: { mounter: Interface; dir: string };
 }
 
 /**

@@ -2,8 +2,8 @@
 // mount then lives in its own transient scope and survives a restart of the
 // agent's service. Only used when systemd really runs the host.
 import { access } from 'node:fs/promises';
+import type { Logger } from '../logger.ts';
 import type { CommandRunner } from './exec.ts';
-import type { MountLogger } from './logger.ts';
 
 /** Present only when systemd is PID 1 (sd_booted()). */
 export const SYSTEMD_RUNTIME_DIR = '/run/systemd/system';
@@ -11,7 +11,7 @@ export const SYSTEMD_RUNTIME_DIR = '/run/systemd/system';
 export interface SystemdProbeOptions {
   runner: CommandRunner;
   timeoutMs: number;
-  logger: MountLogger;
+  logger: Logger;
   runtimeDir?: string;
 }
 

@@ -40,7 +40,8 @@ export interface MountCallOptions {
   mountFlags?: string[];
 }
 
-export interface Mounter {
+/** mount-utils' `mount.Interface`; import it as `import type * as mount` and write `mount.Interface`. */
+export interface Interface {
   /**
    * mount [-t fstype] [-o options] [source] target. A "bind" in options is done
    * in two steps (bind, then bind,remount,<flags>) so ro/nosuid/nodev/noexec apply.

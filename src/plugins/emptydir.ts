@@ -4,7 +4,7 @@
 import { chmod, lstat, mkdir, rm, stat, statfs, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import type { Mounter as MountInterface } from '../mount/types.ts';
+import type * as mount from '../mount/types.ts';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
 import { removeAllOneFilesystem } from '../volumehost/removeall.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
@@ -59,7 +59,7 @@ async function setReady(dir: string): Promise<void> {
 
 /** kubelet's GetMountMedium: what is mounted at `dir` right now. */
 export async function mountMedium(
-  mounter: MountInterface,
+  mounter: mount.Interface,
   dir: string,
 ): Promise<{ medium: Medium; mounted: boolean; pageSize?: string }> {
   let notMnt: boolean;

@@ -4,7 +4,8 @@
 import { statfsSync } from 'node:fs';
 import { availableParallelism, hostname, networkInterfaces, totalmem } from 'node:os';
 import type { V1Pod } from '@kubernetes/client-node';
-import type { Mounter as MountInterface } from '../mount/types.ts';
+import type { Logger } from '../logger.ts';
+import type * as mount from '../mount/types.ts';
 import type { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import type { Spec } from '../plugins/types.ts';
 import { createExec } from './exec.ts';
@@ -36,11 +37,11 @@ export interface VolumeHostOptions {
   rootDir: string;
   nodeName: string;
   hostName?: string;
-  mounter: MountInterface;
+  mounter: mount.Interface;
   pluginMgr: VolumePluginMgr;
   exec?: Exec;
   cluster?: ClusterBackend;
-  logger?: { warn(obj: object, msg: string): void };
+  logger?: Logger;
   /** Called when the host reports a problem that is not tied to one volume. */
   onAgentError?: (err: Error | undefined) => void;
 }

@@ -3,7 +3,7 @@
 // table is consulted instead, and any mount at or below `path` stops the removal.
 import { rm } from 'node:fs/promises';
 import { resolve, sep } from 'node:path';
-import type { Mounter } from '../mount/types.ts';
+import type * as mount from '../mount/types.ts';
 
 export class MountedBelowError extends Error {
   readonly mountPoints: string[];
@@ -16,14 +16,14 @@ export class MountedBelowError extends Error {
   }
 }
 
-export async function mountPointsBelow(mounter: Mounter, path: string): Promise<string[]> {
+export async function mountPointsBelow(mounter: mount.Interface, path: string): Promise<string[]> {
   const root = resolve(path);
   const table = await mounter.list();
   return table.map((m) => m.mountPoint).filter((mp) => mp === root || mp.startsWith(root + sep));
 }
 
 /** rm -r that refuses to cross a mount boundary; a missing path is success. */
-export async function removeAllOneFilesystem(mounter: Mounter, path: string): Promise<void> {
+export async function removeAllOneFilesystem(mounter: mount.Interface, path: string): Promise<void> {
   const below = await mountPointsBelow(mounter, path);
   if (below.length > 0) throw new MountedBelowError(path, below);
   await rm(path, { recursive: true, force: true });

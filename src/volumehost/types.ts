@@ -9,7 +9,7 @@ import type {
   V1Pod,
   V1Secret,
 } from '@kubernetes/client-node';
-import type { Mounter as MountInterface } from '../mount/types.ts';
+import type * as mount from '../mount/types.ts';
 import type { Mounter, Spec, Unmounter, VolumePlugin } from '../plugins/types.ts';
 
 export interface Exec {
@@ -17,8 +17,11 @@ export interface Exec {
   run(file: string, args: string[], timeoutMs?: number): Promise<{ exitCode: number; output: string }>;
 }
 
+export type EventType = 'Normal' | 'Warning';
+
+/** client-go's record.EventRecorder, narrowed to pods: the one way anything emits an Event. */
 export interface EventRecorder {
-  eventf(pod: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string): void;
+  eventf(pod: V1Pod, type: EventType, reason: string, message: string): void;
 }
 
 export interface CSIDriverLister {
@@ -36,7 +39,7 @@ export interface VolumeHost {
   getPodVolumeDeviceDir(podUID: string, escapedPluginName: string): string;
 
   getKubeClient(): unknown | undefined;
-  getMounter(): MountInterface;
+  getMounter(): mount.Interface;
   getExec(): Exec;
   getHostName(): string;
   getHostIP(): string | undefined;

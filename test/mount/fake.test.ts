@@ -6,7 +6,7 @@ import { describe, type TestContext, test } from 'node:test';
 import { MountError, MountOptionError } from '../../src/mount/errors.ts';
 import { FakeMounter } from '../../src/mount/fake.ts';
 import { pathExists } from '../../src/mount/probe.ts';
-import type { Mounter } from '../../src/mount/types.ts';
+import type * as mount from '../../src/mount/types.ts';
 
 async function tmp(t: TestContext): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'podvol-fake-'));
@@ -15,8 +15,8 @@ async function tmp(t: TestContext): Promise<string> {
 }
 
 describe('FakeMounter', () => {
-  test('is a Mounter that records calls and keeps a mount table', async () => {
-    const m: Mounter = new FakeMounter({ useFileSystem: false });
+  test('is a mount.Interface that records calls and keeps a mount table', async () => {
+    const m: mount.Interface = new FakeMounter({ useFileSystem: false });
     const fake = m as FakeMounter;
     await m.mount('tmpfs', '/pods/a/vol', 'tmpfs', ['size=1m', 'nosuid'], {
       sensitiveOptions: ['mode=0700'],

@@ -1,6 +1,7 @@
 // LinuxMounter behaviour the kernel cannot be made to show on demand, driven
 // through the injectable runner and fs: every umount variant hanging, systemd
 // being present, mount output echoing a secret. Simulated, no root needed.
+
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -10,6 +11,7 @@ import pino from 'pino';
 import { MountError } from '../../src/mount/errors.ts';
 import type { RunRequest, RunResult } from '../../src/mount/exec.ts';
 import { createLinuxMounter, type LinuxMounterOptions, maskSensitive } from '../../src/mount/linux.ts';
+import { recordingLogger } from '../helpers/logger.ts';
 
 const TARGET = '/var/lib/podvol/pods/uid/volumes/kubernetes.io~nfs/data';
 
@@ -201,8 +203,8 @@ describe('sensitive options and timeouts (simulated mount output)', () => {
       fail('mount.nfs: security flavor sec=krb5p (krb5p) not supported'),
     );
     const logged: string[] = [];
-    const log = (obj: Record<string, unknown>, msg?: string) => logged.push(`${msg} ${JSON.stringify(obj)}`);
-    const m = mounterWith({ runner, logger: { debug: log, info: log, warn: log, error: log } });
+    const logger = recordingLogger((_level, obj, msg) => logged.push(`${msg} ${JSON.stringify(obj)}`));
+    const m = mounterWith({ runner, logger });
     await assert.rejects(
       m.mount('srv:/e', TARGET, 'nfs', ['vers=4'], { sensitiveOptions: ['sec=krb5p'] }),
       (err: unknown) => {

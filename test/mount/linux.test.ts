@@ -1,4 +1,5 @@
 // Real mounts, inside the private mount namespace scripts/test.ts sets up.
+
 import assert from 'node:assert/strict';
 import cp from 'node:child_process';
 import { mkdir, open, readFile, statfs, symlink, writeFile } from 'node:fs/promises';
@@ -8,22 +9,17 @@ import { describe, mock, type TestContext } from 'node:test';
 import { isCorruptedMountError, MountError, MountOptionError } from '../../src/mount/errors.ts';
 import { createExecaRunner, recordingRunner } from '../../src/mount/exec.ts';
 import { createLinuxMounter } from '../../src/mount/linux.ts';
-import type { MountLogger } from '../../src/mount/logger.ts';
 import { pathExists, statfsType, TMPFS_MAGIC, tmpfsNoswapSupported } from '../../src/mount/probe.ts';
+import { recordingLogger } from '../helpers/logger.ts';
 import { mountTest } from '../helpers/mountns.ts';
 import { fuseAvailable, mountDaemonlessFuse, mountTable, scratchDir, sh } from './helpers.ts';
 
 function setup() {
   const runner = recordingRunner(createExecaRunner());
   const lines: string[] = [];
-  const rec = (level: string) => (obj: Record<string, unknown>, msg?: string) =>
-    lines.push(`${level} ${msg ?? ''} ${JSON.stringify(obj)}`);
-  const logger: MountLogger = {
-    debug: rec('debug'),
-    info: rec('info'),
-    warn: rec('warn'),
-    error: rec('error'),
-  };
+  const logger = recordingLogger((level, obj, msg) =>
+    lines.push(`${level} ${msg ?? ''} ${JSON.stringify(obj)}`),
+  );
   const mounter = createLinuxMounter({ runner, logger, commandTimeoutMs: 10_000 });
   return { runner, mounter, lines };
 }

@@ -5,7 +5,7 @@
 import { statSync } from 'node:fs';
 import { release } from 'node:os';
 import { resolve } from 'node:path';
-import type { Mounter as MountInterface } from '../../mount/types.ts';
+import type * as mount from '../../mount/types.ts';
 import { probeVolumePlugins } from '../../plugins/index.ts';
 import { kernelSupportsNoswap } from '../../plugins/memory.ts';
 import { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
@@ -50,7 +50,7 @@ export function inspectHostPath(path: string): HostPathFound {
 }
 
 // The plan only asks plugins for paths; reaching the mount layer would be a bug.
-function refusingMounter(): MountInterface {
+function refusingMounter(): mount.Interface {
   const refuse = (): Promise<never> =>
     Promise.reject(new Error('podvol plan must not touch the mount table (this is a bug)'));
   return {

@@ -1,14 +1,16 @@
 // Pods bound to this node, from the API server: one list+watch of
 // /api/v1/pods with fieldSelector spec.nodeName=<node> (the only pod query a
 // node identity may make under AuthorizeNodeWithSelectors), keyed by UID.
+
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
-import { Reflector, type ReflectorLogger } from '../../volumehost/kube/reflector.ts';
-import type { PodSource, SourceError } from './types.ts';
+import type { Logger } from '../../logger.ts';
+import { Reflector } from '../../volumehost/kube/reflector.ts';
+import type { PodSource, PodSourceStats, SourceError } from './types.ts';
 
 export interface ApiPodSourceOptions {
   kubeConfig: KubeConfig;
   nodeName: string;
-  logger?: ReflectorLogger;
+  logger?: Logger;
   /** Reflector tuning, mostly for tests. */
   watchTimeoutSeconds?: number;
   watchdogGraceMs?: number;
@@ -43,9 +45,12 @@ export class ApiPodSource implements PodSource {
     });
   }
 
-  /** The underlying reflector, for metrics (lastSyncTime, watchRestarts, lastError). */
-  get informer(): Reflector<V1Pod> {
-    return this.reflector;
+  stats(): PodSourceStats {
+    const t = this.reflector.lastSyncTime;
+    return {
+      lastSyncSeconds: t ? t.getTime() / 1000 : undefined,
+      watchRestarts: { pods: this.reflector.watchRestarts },
+    };
   }
 
   start(): Promise<void> {

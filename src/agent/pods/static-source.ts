@@ -13,7 +13,7 @@ import { type FSWatcher, watch } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger.ts';
 import { MAX_MANIFEST_BYTES, type ParsedManifest, parseManifestFile } from './manifest.ts';
 import type { PodSource, SourceError } from './types.ts';
 
@@ -26,6 +26,8 @@ export interface StaticPodSourceOptions {
   debounceMs?: number;
   /** Safety-net rescan period. Default 1000 ms: a change shows up within a second even without inotify. */
   resyncMs?: number;
+  /** Wall clock in ms since the epoch (tests move it). */
+  now?: () => number;
 }
 
 /** Whether a directory entry is skipped rather than read as a manifest. */
@@ -91,6 +93,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     fingerprint: '',
   };
   let synced = false;
+  let lastSyncMs: number | undefined;
   let stopped = true;
   let dirMissingLogged = false;
   let watcher: FSWatcher | undefined;
@@ -249,7 +252,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
       return;
     }
     if (listing.ino === undefined) {
-      if (!dirMissingLogged) log.warn('manifest directory does not exist yet; waiting for it to appear');
+      if (!dirMissingLogged) log.warn({}, 'manifest directory does not exist yet; waiting for it to appear');
       dirMissingLogged = true;
     } else {
       dirMissingLogged = false;
@@ -296,6 +299,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     }
     publish(pods, errors);
     synced = true;
+    lastSyncMs = (opts.now ?? Date.now)();
   }
 
   function publish(pods: V1Pod[], errors: SourceError[]): void {
@@ -373,6 +377,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
       await running;
     },
     hasSynced: () => synced,
+    stats: () => ({ lastSyncSeconds: lastSyncMs === undefined ? undefined : lastSyncMs / 1000 }),
     pods: () => [...snapshot.pods],
     errors: () => [...snapshot.errors],
     onChange(listener) {

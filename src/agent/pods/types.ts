@@ -35,4 +35,13 @@ export interface PodSource {
   errors(): SourceError[];
   /** Called after any change of pods() or errors(); returns an unsubscribe function. */
   onChange(listener: () => void): () => void;
+  /** Freshness figures for metrics. */
+  stats(): PodSourceStats;
+}
+
+export interface PodSourceStats {
+  /** When the source last read everything successfully, in seconds since the epoch. */
+  lastSyncSeconds?: number;
+  /** Watch restarts per watched resource (API sources). */
+  watchRestarts?: Record<string, number>;
 }

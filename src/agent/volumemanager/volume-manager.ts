@@ -4,8 +4,8 @@
 // the pod sources have synced; stopping unmounts nothing.
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import type { V1Pod } from '@kubernetes/client-node';
-import type { Logger } from 'pino';
-import type { Mounter as MountInterface } from '../../mount/types.ts';
+import type { Logger } from '../../logger.ts';
+import type * as mount from '../../mount/types.ts';
 import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
 import { type MounterArgs, reasonOf } from '../../plugins/types.ts';
 import {
@@ -36,7 +36,7 @@ export interface VolumeManagerOptions {
   rootDir: string;
   host: VolumeHost;
   pluginMgr: VolumePluginMgr;
-  mounter: MountInterface;
+  mounter: mount.Interface;
   logger: Logger;
   /** Current pods of every source, merged and unique by UID. */
   pods: () => V1Pod[];

@@ -1,13 +1,15 @@
 // CSIDriver (storage.k8s.io/v1) informer: kubelet starts one inside the volume
 // manager and the CSI plugin reads podInfoOnMount, tokenRequests,
 // fsGroupPolicy, ... from its lister.
+
 import { type KubeConfig, StorageV1Api, type V1CSIDriver } from '@kubernetes/client-node';
+import type { Logger } from '../../logger.ts';
 import type { CSIDriverLister } from '../types.ts';
-import { Reflector, type ReflectorLogger } from './reflector.ts';
+import { Reflector } from './reflector.ts';
 
 export interface CSIDriverInformerOptions {
   kubeConfig: KubeConfig;
-  logger?: ReflectorLogger;
+  logger?: Logger;
   watchTimeoutSeconds?: number;
   watchdogGraceMs?: number;
   backoff?: { initialMs?: number; maxMs?: number };
@@ -15,12 +17,12 @@ export interface CSIDriverInformerOptions {
 
 export class CSIDriverInformer implements CSIDriverLister {
   /** The reflector, for metrics (lastSyncTime, watchRestarts, lastError). */
-  readonly informer: Reflector<V1CSIDriver>;
+  readonly reflector: Reflector<V1CSIDriver>;
   readonly lister: CSIDriverLister;
 
   constructor(opts: CSIDriverInformerOptions) {
     const storage = opts.kubeConfig.makeApiClient(StorageV1Api);
-    this.informer = new Reflector<V1CSIDriver>({
+    this.reflector = new Reflector<V1CSIDriver>({
       name: 'csidrivers',
       kubeConfig: opts.kubeConfig,
       watchPath: '/apis/storage.k8s.io/v1/csidrivers',
@@ -36,29 +38,29 @@ export class CSIDriverInformer implements CSIDriverLister {
   }
 
   start(): Promise<void> {
-    return this.informer.start();
+    return this.reflector.start();
   }
 
   stop(): Promise<void> {
-    return this.informer.stop();
+    return this.reflector.stop();
   }
 
   get(name: string): V1CSIDriver | undefined {
-    return this.informer.get(name);
+    return this.reflector.get(name);
   }
 
   list(): V1CSIDriver[] {
-    return this.informer.list();
+    return this.reflector.list();
   }
 
   hasSynced(): boolean {
-    return this.informer.hasSynced();
+    return this.reflector.hasSynced();
   }
 
   /** Resolves once synced; rejects with kubelet's message if `timeoutMs` (default 30 s) passes first. */
   async waitForCacheSync(timeoutMs = 30_000): Promise<void> {
-    if (await this.informer.waitForSync(timeoutMs)) return;
-    const cause = this.informer.lastError?.message;
+    if (await this.reflector.waitForSync(timeoutMs)) return;
+    const cause = this.reflector.lastError?.message;
     throw new Error(`failed to wait for cache sync for CSIDriverLister${cause ? `: ${cause}` : ''}`);
   }
 }

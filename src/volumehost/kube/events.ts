@@ -3,6 +3,7 @@
 // (aggregate similar events, count identical ones by patching the existing Event, and rate
 // limit per object) so a mount retried every few seconds yields one Event with a growing
 // count rather than thousands of objects.
+
 import {
   CoreV1Api,
   type CoreV1Event,
@@ -12,20 +13,22 @@ import {
   type V1ObjectReference,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { describeKubeError, type KubeLogger, kubeErrorCode } from './token-manager.ts';
+import type { Logger } from '../../logger.ts';
+import type { EventRecorder } from '../types.ts';
+import { describeKubeError, kubeErrorCode } from './token-manager.ts';
 
-export type EventType = 'Normal' | 'Warning';
-
-export interface EventRecorder {
-  /** Queue an event about a pod. Never throws; delivery problems are logged and dropped. */
-  eventf(pod: V1Pod, type: EventType, reason: string, message: string): void;
+/**
+ * The EventRecorder plugins see, plus what the agent needs to shut it down (client-go's
+ * broadcaster owns both). eventf queues and never throws; delivery problems are logged and dropped.
+ */
+export interface EventBroadcaster extends EventRecorder {
   /** Resolves once everything queued so far has been sent (or given up on). */
   flush(): Promise<void>;
   /** Ignore further events; already queued ones still go out (await flush() for them). */
   stop(): void;
 }
 
-export interface EventRecorderOptions {
+export interface EventBroadcasterOptions {
   kubeConfig: KubeConfig;
   /** source.component and reportingComponent, e.g. 'podvol'. */
   component: string;
@@ -33,7 +36,7 @@ export interface EventRecorderOptions {
   host: string;
   /** reportingInstance; client-go uses the host, which is the default here. */
   instance?: string;
-  logger?: KubeLogger;
+  logger?: Logger;
   /** Wall clock in ms since the epoch. */
   now?: () => number;
 }
@@ -54,11 +57,6 @@ export function volumeErrorMessage(prefix: string, volumeName: string, err: unkn
   const suffix =
     err === undefined || err === null ? '' : `: ${err instanceof Error ? err.message : String(err)}`;
   return `${prefix} for volume ${JSON.stringify(volumeName)} ${suffix}`;
-}
-
-/** The FailedMount message kubelet emits when a volume's SetUp fails. */
-export function failedMountMessage(volumeName: string, err: unknown): string {
-  return volumeErrorMessage('MountVolume.SetUp failed', volumeName, err);
 }
 
 /** metav1.Time serializes as RFC 3339 with whole seconds. */
@@ -263,7 +261,7 @@ function podReference(pod: V1Pod): V1ObjectReference {
   };
 }
 
-export function createEventRecorder(opts: EventRecorderOptions): EventRecorder {
+export function createEventBroadcaster(opts: EventBroadcasterOptions): EventBroadcaster {
   const now = opts.now ?? Date.now;
   const logger = opts.logger;
   const core = opts.kubeConfig.makeApiClient(CoreV1Api);

@@ -4,12 +4,13 @@
 
 import { isIP, isIPv6 } from 'node:net';
 import { CoreV1Api, type KubeConfig, type V1Node, type V1NodeAddress } from '@kubernetes/client-node';
-import { Reflector, type ReflectorLogger } from './reflector.ts';
+import type { Logger } from '../../logger.ts';
+import { Reflector } from './reflector.ts';
 
 export interface NodeInfoOptions {
   kubeConfig: KubeConfig;
   nodeName: string;
-  logger?: ReflectorLogger;
+  logger?: Logger;
   watchTimeoutSeconds?: number;
   watchdogGraceMs?: number;
   backoff?: { initialMs?: number; maxMs?: number };
@@ -54,13 +55,13 @@ export function attachedVolumes(node: V1Node): Map<string, string> {
 export class NodeInfo {
   readonly nodeName: string;
   /** The reflector, for metrics (lastSyncTime, watchRestarts, lastError). */
-  readonly informer: Reflector<V1Node>;
+  readonly reflector: Reflector<V1Node>;
 
   constructor(opts: NodeInfoOptions) {
     if (!opts.nodeName) throw new Error('node info: a node name is required');
     this.nodeName = opts.nodeName;
     const core = opts.kubeConfig.makeApiClient(CoreV1Api);
-    this.informer = new Reflector<V1Node>({
+    this.reflector = new Reflector<V1Node>({
       name: `node ${opts.nodeName}`,
       kubeConfig: opts.kubeConfig,
       watchPath: '/api/v1/nodes',
@@ -75,28 +76,28 @@ export class NodeInfo {
   }
 
   start(): Promise<void> {
-    return this.informer.start();
+    return this.reflector.start();
   }
 
   stop(): Promise<void> {
-    return this.informer.stop();
+    return this.reflector.stop();
   }
 
   hasSynced(): boolean {
-    return this.informer.hasSynced();
+    return this.reflector.hasSynced();
   }
 
   waitForSync(timeoutMs: number): Promise<boolean> {
-    return this.informer.waitForSync(timeoutMs);
+    return this.reflector.waitForSync(timeoutMs);
   }
 
   onChange(listener: () => void): () => void {
-    return this.informer.onChange(listener);
+    return this.reflector.onChange(listener);
   }
 
   /** The node object, or undefined before sync or while it does not exist. */
   node(): V1Node | undefined {
-    return this.informer.get(this.nodeName);
+    return this.reflector.get(this.nodeName);
   }
 
   /** Like node(), but an error naming what is missing. */

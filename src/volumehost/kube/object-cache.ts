@@ -3,14 +3,10 @@
 // referenced object (fieldSelector metadata.name=<name> in its namespace),
 // reference-counted by the pods that use it and dropped with the last one.
 // Immutable objects stop being watched once seen, as in kubelet.
+
 import { CoreV1Api, type KubeConfig, type V1ConfigMap, type V1Secret } from '@kubernetes/client-node';
-import {
-  type KubeList,
-  type KubeObject,
-  type ListOptions,
-  Reflector,
-  type ReflectorLogger,
-} from './reflector.ts';
+import type { Logger } from '../../logger.ts';
+import { type KubeList, type KubeObject, type ListOptions, Reflector } from './reflector.ts';
 
 interface Cacheable extends KubeObject {
   immutable?: boolean;
@@ -18,7 +14,7 @@ interface Cacheable extends KubeObject {
 
 export interface ObjectCacheOptions {
   kubeConfig: KubeConfig;
-  logger?: ReflectorLogger;
+  logger?: Logger;
   /** How long get() waits for a freshly registered object's first list (kubelet: 1 s). */
   syncTimeoutMs?: number;
   watchTimeoutSeconds?: number;

@@ -9,7 +9,7 @@
 // here is the second line for a stream that stays silent past its lifetime.
 import type { KubeConfig, V1ListMeta, V1ObjectMeta } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger.ts';
 
 export interface KubeObject {
   metadata?: V1ObjectMeta;
@@ -33,8 +33,6 @@ export interface ReflectorEvent<T> {
   /** The stored object this one replaces (MODIFIED) or removes (DELETED). */
   old?: T;
 }
-
-export type ReflectorLogger = Pick<Logger, 'debug' | 'info' | 'warn'>;
 
 /** Why the last list or watch failed; `reason` is stable CamelCase, `message` names the resource and server. */
 export interface ReflectorError {
@@ -64,7 +62,7 @@ export interface ReflectorOptions<T extends KubeObject> {
   watchdogGraceMs?: number;
   /** Retry delays after failures: jittered exponential from initialMs to maxMs (default 500 ms → 30 s). */
   backoff?: { initialMs?: number; maxMs?: number };
-  logger?: ReflectorLogger;
+  logger?: Logger;
 }
 
 const defaultKey = (o: KubeObject): string =>

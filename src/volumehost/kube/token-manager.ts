@@ -2,15 +2,9 @@
 // tokens requested through the TokenRequest API are cached per (sa, namespace, audiences,
 // expirationSeconds, boundObjectRef) and refreshed at ~80 % of their lifetime or after 24 h,
 // so every remount of a projected volume does not cost an API call.
-import { type AuthenticationV1TokenRequest, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 
-/** Minimal structured logger; a pino Logger satisfies it. */
-export interface KubeLogger {
-  debug(obj: object, msg: string): void;
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
+import { type AuthenticationV1TokenRequest, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from '../../logger.ts';
 
 export interface TokenManager {
   getServiceAccountToken(
@@ -29,7 +23,7 @@ export interface TokenManagerOptions {
   now?: () => number;
   /** Uniform [0,1) source for the refresh jitter. */
   random?: () => number;
-  logger?: KubeLogger;
+  logger?: Logger;
 }
 
 const MAX_TTL_MS = 24 * 60 * 60 * 1000;

@@ -2,6 +2,7 @@
 // pkg/kubelet/clustertrustbundle/clustertrustbundle_manager.go: find the newest
 // certificates.k8s.io version that serves clustertrustbundles, then turn one named bundle,
 // or every bundle of a signer matching a label selector, into a deduplicated PEM bundle.
+
 import { createHash } from 'node:crypto';
 import {
   CertificatesApi,
@@ -12,7 +13,8 @@ import {
   KubernetesObjectApi,
   type V1LabelSelector,
 } from '@kubernetes/client-node';
-import { describeKubeError, type KubeLogger, kubeErrorCode } from './token-manager.ts';
+import type { Logger } from '../../logger.ts';
+import { describeKubeError, kubeErrorCode } from './token-manager.ts';
 
 export interface TrustBundleManager {
   getTrustAnchorsByName(name: string, allowMissing: boolean): Promise<string>;
@@ -25,7 +27,7 @@ export interface TrustBundleManager {
 
 export interface TrustBundleManagerOptions {
   kubeConfig: KubeConfig;
-  logger?: KubeLogger;
+  logger?: Logger;
   /**
    * How long a normalized bundle is reused. kubelet keeps entries 5 min but drops them on
    * informer events; without an informer we re-read sooner so rotations show up quickly.

@@ -2,20 +2,19 @@ import assert from 'node:assert/strict';
 import { describe, type TestContext, test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import {
-  createEventRecorder,
-  type EventRecorder,
-  failedMountMessage,
+  createEventBroadcaster,
+  type EventBroadcaster,
   volumeErrorMessage,
 } from '../../../src/volumehost/kube/events.ts';
-import type { KubeLogger } from '../../../src/volumehost/kube/token-manager.ts';
 import type { KubeObj, TestApiServer } from '../../apiserver/server.ts';
+import { recordingLogger } from '../../helpers/logger.ts';
 import { kubeEnv } from './env.ts';
 
 const T0 = Date.UTC(2030, 4, 6, 7, 8, 9, 123);
 
 interface Env {
   api: TestApiServer;
-  rec: EventRecorder;
+  rec: EventBroadcaster;
   pod: V1Pod;
   advance(ms: number): void;
   logs: { level: string; obj: object; msg: string }[];
@@ -30,11 +29,8 @@ async function setup(t: TestContext): Promise<Env> {
   }) as V1Pod;
   let clock = T0;
   const logs: Env['logs'] = [];
-  const at = (level: string) => (obj: object, msg: string) => {
-    logs.push({ level, obj, msg });
-  };
-  const logger: KubeLogger = { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-  const rec = createEventRecorder({
+  const logger = recordingLogger((level, obj, msg) => logs.push({ level, obj, msg: msg ?? '' }));
+  const rec = createEventBroadcaster({
     kubeConfig: kc,
     component: 'podvol',
     host: 'node-a',
@@ -63,7 +59,7 @@ const seconds = (ms: number) => new Date(Math.floor(ms / 1000) * 1000).toISOStri
 describe('event messages', () => {
   test('FailedMount uses operation_executor wording, space before the colon', () => {
     assert.equal(
-      failedMountMessage('cfg', new Error('configmap "app" not found')),
+      volumeErrorMessage('MountVolume.SetUp failed', 'cfg', new Error('configmap "app" not found')),
       'MountVolume.SetUp failed for volume "cfg" : configmap "app" not found',
     );
     assert.equal(
@@ -76,7 +72,11 @@ describe('event messages', () => {
 describe('event recorder against an API server', () => {
   test('creates a core/v1 Event shaped like client-go record', async (t) => {
     const env = await setup(t);
-    const message = failedMountMessage('cfg', new Error('configmap "app" not found'));
+    const message = volumeErrorMessage(
+      'MountVolume.SetUp failed',
+      'cfg',
+      new Error('configmap "app" not found'),
+    );
     env.rec.eventf(env.pod, 'Warning', 'FailedMount', message);
     await env.rec.flush();
 
@@ -107,7 +107,11 @@ describe('event recorder against an API server', () => {
 
   test('repeats of the same event update one Event: count and lastTimestamp grow', async (t) => {
     const env = await setup(t);
-    const message = failedMountMessage('secret-vol', new Error('secret "db" not found'));
+    const message = volumeErrorMessage(
+      'MountVolume.SetUp failed',
+      'secret-vol',
+      new Error('secret "db" not found'),
+    );
     for (let i = 0; i < 3; i++) {
       env.rec.eventf(env.pod, 'Warning', 'FailedMount', message);
       env.advance(10_000);
@@ -130,8 +134,18 @@ describe('event recorder against an API server', () => {
 
   test('different messages are different Events', async (t) => {
     const env = await setup(t);
-    env.rec.eventf(env.pod, 'Warning', 'FailedMount', failedMountMessage('a', 'x'));
-    env.rec.eventf(env.pod, 'Warning', 'FailedMount', failedMountMessage('b', 'x'));
+    env.rec.eventf(
+      env.pod,
+      'Warning',
+      'FailedMount',
+      volumeErrorMessage('MountVolume.SetUp failed', 'a', 'x'),
+    );
+    env.rec.eventf(
+      env.pod,
+      'Warning',
+      'FailedMount',
+      volumeErrorMessage('MountVolume.SetUp failed', 'b', 'x'),
+    );
     env.rec.eventf(env.pod, 'Normal', 'SuccessfulMountVolume', 'MountVolume.SetUp succeeded for volume "a"');
     await env.rec.flush();
     assert.equal(env.events().length, 3);

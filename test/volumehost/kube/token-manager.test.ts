@@ -1,16 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, type TestContext, test } from 'node:test';
 import type { AuthenticationV1TokenRequest } from '@kubernetes/client-node';
+import type { Logger } from '../../../src/logger.ts';
 import {
   createStandaloneTokenManager,
   createTokenManager,
-  type KubeLogger,
   requiresRefresh,
   STANDALONE_TOKEN_MANAGER_ERROR,
   type TokenManager,
   tokenCacheKey,
 } from '../../../src/volumehost/kube/token-manager.ts';
 import type { TestApiServer } from '../../apiserver/server.ts';
+import { recordingLogger } from '../../helpers/logger.ts';
 import { kubeEnv } from './env.ts';
 
 const HOUR = 3600 * 1000;
@@ -102,12 +103,12 @@ interface LogLine {
   msg: string;
 }
 
-function recordingLogger(): KubeLogger & { lines: LogLine[] } {
+function loggerWithLines(): Logger & { lines: LogLine[] } {
   const lines: LogLine[] = [];
-  const at = (level: string) => (obj: object, msg: string) => {
-    lines.push({ level, obj, msg });
-  };
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+  return Object.assign(
+    recordingLogger((level, obj, msg) => lines.push({ level, obj, msg: msg ?? '' })),
+    { lines },
+  );
 }
 
 interface Env {
@@ -115,7 +116,7 @@ interface Env {
   tm: TokenManager;
   /** Moves the manager's clock; the API server keeps real time, like a real cluster. */
   advance(ms: number): void;
-  logger: ReturnType<typeof recordingLogger>;
+  logger: ReturnType<typeof loggerWithLines>;
   podUID: string;
   request(podName?: string, podUID?: string): AuthenticationV1TokenRequest;
 }
@@ -128,7 +129,7 @@ async function setup(t: TestContext): Promise<Env> {
     spec: { serviceAccountName: 'builder', containers: [{ name: 'c', image: 'busybox' }] },
   });
   let offset = 0;
-  const logger = recordingLogger();
+  const logger = loggerWithLines();
   // random() = 0 means no jitter, so refresh points are exact.
   const tm = createTokenManager({ kubeConfig: kc, now: () => Date.now() + offset, random: () => 0, logger });
   t.after(async () => {
