@@ -4,6 +4,7 @@
 // desired-state population as in the daemon, so UIDs, paths and problems match.
 import type { V1Pod } from '@kubernetes/client-node';
 import { reasonOf } from '../../plugins/types.ts';
+import { usedVolumeNames } from '../../plugins/validation.ts';
 import {
   escapeQualifiedName,
   podDir,
@@ -13,7 +14,6 @@ import {
 } from '../../volumehost/paths.ts';
 import { parseManifestFile } from '../pods/manifest.ts';
 import type { SourceError } from '../pods/types.ts';
-import { usedVolumeNames } from '../pods/validate.ts';
 import { DesiredStateOfWorld, type VolumeToMount } from '../volumemanager/desired-state.ts';
 import type { VolumeRecord } from '../volumemanager/records.ts';
 import { mounterArgsFor } from '../volumemanager/volume-manager.ts';

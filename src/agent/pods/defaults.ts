@@ -96,40 +96,6 @@ function defaultProjected(p: Obj): void {
   }
 }
 
-/** The keys of a v1 VolumeSource (k8s.io/api/core/v1 types.go, release-1.36). */
-export const VOLUME_SOURCE_FIELDS: readonly string[] = [
-  'awsElasticBlockStore',
-  'azureDisk',
-  'azureFile',
-  'cephfs',
-  'cinder',
-  'configMap',
-  'csi',
-  'downwardAPI',
-  'emptyDir',
-  'ephemeral',
-  'fc',
-  'flexVolume',
-  'flocker',
-  'gcePersistentDisk',
-  'gitRepo',
-  'glusterfs',
-  'hostPath',
-  'image',
-  'iscsi',
-  'nfs',
-  'persistentVolumeClaim',
-  'photonPersistentDisk',
-  'portworxVolume',
-  'projected',
-  'quobyte',
-  'rbd',
-  'scaleIO',
-  'secret',
-  'storageos',
-  'vsphereVolume',
-];
-
 function defaultVolume(v: Obj): void {
   const keys = Object.keys(v).filter((k) => k !== 'name' && v[k] !== null && v[k] !== undefined);
   // SetDefaults_Volume: a volume with no source at all is an emptyDir. A volume

@@ -5,9 +5,9 @@
 import { createHash } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
+import { dns1123LabelErrors } from '../../plugins/validation.ts';
 import { defaultPod } from './defaults.ts';
 import type { SourceError } from './types.ts';
-import { dns1123LabelErrors } from './validate.ts';
 
 /** kubelet's maxConfigLength for a manifest file. */
 export const MAX_MANIFEST_BYTES = 10 * 1024 * 1024;

@@ -4,8 +4,8 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
 import { reasonOf, type Spec } from '../../plugins/types.ts';
+import { usedVolumeNames, validatePodVolumes } from '../../plugins/validation.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
-import { usedVolumeNames, validatePodVolumes } from '../pods/validate.ts';
 
 export interface Problem {
   reason: string;

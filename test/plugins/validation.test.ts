@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
-import { usedVolumeNames, validatePodVolumes } from '../../../src/agent/pods/validate.ts';
+import { usedVolumeNames, validatePodVolumes } from '../../src/plugins/validation.ts';
 
 function pod(volumes: unknown[], mounts: { name: string; subPath?: string }[] = []): V1Pod {
   return {

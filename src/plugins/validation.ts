@@ -1,0 +1,249 @@
+// Per-volume validation of a pod: the pod-level checks (names, sources, mounts
+// that name a volume) here, each source's own checks next to its plugin. The API server rejects a whole pod for any
+// of these; a node agent must instead fail just the affected volume, with a
+// precise reason, and keep every other pod and volume working. Messages follow
+// the API server's field-error format (k/k pkg/apis/core/validation) so they
+// read the same as `kubectl apply` would have.
+//
+// Paths are re-checked here even for pods from the API: the API server's own
+// comments say the same checks "should be done on the node".
+import type { V1Pod } from '@kubernetes/client-node';
+import { validateConfigMapSource } from './configmap-validation.ts';
+import { validateDownwardAPISource } from './downwardapi-validation.ts';
+import { validateEmptyDirSource } from './emptydir-validation.ts';
+import { validateHostPathSource } from './hostpath-validation.ts';
+import { validateProjectedSource } from './projected-validation.ts';
+import { validateSecretSource } from './secret-validation.ts';
+import {
+  type Add,
+  descendingPathErrors,
+  isObj,
+  type Obj,
+  q,
+  type VolumeProblem,
+  VolumeReason,
+} from './util/field-errors.ts';
+
+export { type VolumeProblem, VolumeReason } from './util/field-errors.ts';
+
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS1123_LABEL_MSG =
+  "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+/** Problems with a DNS-1123 label, worded like apimachinery's IsDNS1123Label. */
+export function dns1123LabelErrors(value: string): string[] {
+  const errs: string[] = [];
+  if (value.length > 63) errs.push('must be no more than 63 characters');
+  if (!DNS1123_LABEL.test(value)) errs.push(DNS1123_LABEL_MSG);
+  return errs;
+}
+
+/** The keys of a v1 VolumeSource (k8s.io/api/core/v1 types.go, release-1.36). */
+export const VOLUME_SOURCE_FIELDS: readonly string[] = [
+  'awsElasticBlockStore',
+  'azureDisk',
+  'azureFile',
+  'cephfs',
+  'cinder',
+  'configMap',
+  'csi',
+  'downwardAPI',
+  'emptyDir',
+  'ephemeral',
+  'fc',
+  'flexVolume',
+  'flocker',
+  'gcePersistentDisk',
+  'gitRepo',
+  'glusterfs',
+  'hostPath',
+  'image',
+  'iscsi',
+  'nfs',
+  'persistentVolumeClaim',
+  'photonPersistentDisk',
+  'portworxVolume',
+  'projected',
+  'quobyte',
+  'rbd',
+  'scaleIO',
+  'secret',
+  'storageos',
+  'vsphereVolume',
+];
+
+function checkSource(kind: string, src: unknown, field: string, add: Add): void {
+  if (!isObj(src)) {
+    add(VolumeReason.InvalidField, `${field}: Invalid value: must be an object`);
+    return;
+  }
+  switch (kind) {
+    case 'hostPath': {
+      validateHostPathSource(src, field, add);
+      return;
+    }
+    case 'emptyDir': {
+      validateEmptyDirSource(src, field, add);
+      return;
+    }
+    case 'secret': {
+      validateSecretSource(src, field, add);
+      return;
+    }
+    case 'configMap': {
+      validateConfigMapSource(src, field, add);
+      return;
+    }
+    case 'downwardAPI': {
+      validateDownwardAPISource(src, field, add);
+      return;
+    }
+    case 'projected': {
+      validateProjectedSource(src, field, add);
+      return;
+    }
+  }
+}
+
+interface ContainerList {
+  field: string;
+  containers: unknown;
+}
+
+function containerLists(pod: V1Pod): ContainerList[] {
+  const spec: Obj = isObj(pod.spec) ? (pod.spec as Obj) : {};
+  return [
+    { field: 'spec.containers', containers: spec.containers },
+    { field: 'spec.initContainers', containers: spec.initContainers },
+    { field: 'spec.ephemeralContainers', containers: spec.ephemeralContainers },
+  ];
+}
+
+/** Calls fn for every volumeMount and volumeDevice of every container kind. */
+function forEachVolumeRef(
+  pod: V1Pod,
+  fn: (ref: Obj, field: string, kind: 'volumeMounts' | 'volumeDevices') => void,
+): void {
+  for (const { field, containers } of containerLists(pod)) {
+    if (!Array.isArray(containers)) continue;
+    containers.forEach((c, i) => {
+      if (!isObj(c)) return;
+      for (const kind of ['volumeMounts', 'volumeDevices'] as const) {
+        const refs = c[kind];
+        if (!Array.isArray(refs)) continue;
+        refs.forEach((ref, j) => {
+          if (isObj(ref)) fn(ref, `${field}[${i}].${kind}[${j}]`, kind);
+        });
+      }
+    });
+  }
+}
+
+/**
+ * Names of the volumes some container actually mounts (volumeMounts or
+ * volumeDevices of containers, initContainers and ephemeralContainers).
+ * kubelet sets up only these (util.GetPodVolumeNames).
+ */
+export function usedVolumeNames(pod: V1Pod): Set<string> {
+  const names = new Set<string>();
+  forEachVolumeRef(pod, (ref) => {
+    if (typeof ref.name === 'string' && ref.name !== '') names.add(ref.name);
+  });
+  return names;
+}
+
+/**
+ * Problems with the pod's volumes, keyed by volume name. A problem not tied
+ * to an existing volume (a volumeMount naming a volume that does not exist)
+ * is keyed by the name the mount used; an entry without a usable name by its
+ * field path (e.g. `spec.volumes[2]`). An empty map means every volume is fine.
+ * When a volume has several problems, reason is the first one's and message
+ * lists them all.
+ */
+export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
+  const problems = new Map<string, VolumeProblem>();
+  const addTo =
+    (key: string): Add =>
+    (reason, message) => {
+      const prev = problems.get(key);
+      if (!prev) problems.set(key, { reason, message });
+      else if (!prev.message.split('; ').includes(message)) prev.message += `; ${message}`;
+    };
+
+  const spec: Obj = isObj(pod.spec) ? (pod.spec as Obj) : {};
+  const volumes = spec.volumes ?? [];
+  const names = new Set<string>();
+  if (!Array.isArray(volumes)) {
+    addTo('spec.volumes')(VolumeReason.InvalidField, 'spec.volumes: Invalid value: must be a list');
+  } else {
+    volumes.forEach((v, i) => {
+      const field = `spec.volumes[${i}]`;
+      if (!isObj(v)) {
+        addTo(field)(VolumeReason.InvalidField, `${field}: Invalid value: must be an object`);
+        return;
+      }
+      if (typeof v.name !== 'string' || v.name === '') {
+        addTo(field)(VolumeReason.InvalidVolumeName, `${field}.name: Required value`);
+        return;
+      }
+      const name = v.name;
+      const add = addTo(name);
+      if (names.has(name)) {
+        add(VolumeReason.DuplicateVolumeName, `${field}.name: Duplicate value: ${q(name)}`);
+        return;
+      }
+      names.add(name);
+      for (const e of dns1123LabelErrors(name))
+        add(VolumeReason.InvalidVolumeName, `${field}.name: Invalid value: ${q(name)}: ${e}`);
+
+      const set = Object.keys(v).filter((k) => k !== 'name' && v[k] !== null && v[k] !== undefined);
+      const unknown = set.filter((k) => !VOLUME_SOURCE_FIELDS.includes(k));
+      const known = set.filter((k) => VOLUME_SOURCE_FIELDS.includes(k));
+      if (unknown.length > 0) {
+        add(
+          VolumeReason.UnknownVolumeSource,
+          `${field}: Invalid value: unknown volume source field(s) ${unknown.map(q).join(', ')}`,
+        );
+        return;
+      }
+      if (known.length === 0) {
+        add(VolumeReason.UnknownVolumeSource, `${field}: Required value: must specify a volume type`);
+        return;
+      }
+      if (known.length > 1) {
+        add(
+          VolumeReason.UnknownVolumeSource,
+          `${field}: Forbidden: may not specify more than 1 volume type (found ${known.map(q).join(', ')})`,
+        );
+        return;
+      }
+      // kubelet has disabled the in-tree gitRepo driver by default since 1.33
+      // (GitRepoVolumeDriver gate; CVE-2024-10220, CVE-2025-1767).
+      if (known[0] === 'gitRepo') {
+        add(
+          VolumeReason.UnknownVolumeSource,
+          `${field}.gitRepo: Unsupported value: the gitRepo volume type is disabled; clone into an emptyDir from an init container instead`,
+        );
+        return;
+      }
+      checkSource(known[0], v[known[0]], `${field}.${known[0]}`, add);
+    });
+  }
+
+  forEachVolumeRef(pod, (ref, field, kind) => {
+    const name = ref.name;
+    if (typeof name !== 'string' || name === '') {
+      addTo(field)(VolumeReason.VolumeNotFound, `${field}.name: Required value`);
+      return;
+    }
+    if (!names.has(name)) {
+      addTo(name)(VolumeReason.VolumeNotFound, `${field}.name: Not found: ${q(name)}`);
+      return;
+    }
+    if (kind === 'volumeMounts') {
+      for (const e of descendingPathErrors(ref.subPath, `${field}.subPath`, true))
+        addTo(name)(VolumeReason.InvalidPath, e);
+    }
+  });
+  return problems;
+}
