@@ -3,7 +3,7 @@
 // never a label per pod UID or path.
 import type { Registry } from 'prom-client';
 import client from 'prom-client';
-import type { VolumeManagerMetrics } from './volumemanager/volume-manager.ts';
+import type { VolumeManagerMetrics } from './volumemanager/context.ts';
 
 /** kubelet's storage operation buckets (pkg/volume/util/metrics.go). */
 export const storageBuckets = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600];

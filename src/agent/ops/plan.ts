@@ -15,8 +15,8 @@ import {
 import { parseManifestFile } from '../pods/manifest.ts';
 import type { SourceError } from '../pods/types.ts';
 import { DesiredStateOfWorld, type VolumeToMount } from '../volumemanager/desired-state.ts';
+import { mounterArgsFor } from '../volumemanager/operation-generator.ts';
 import type { VolumeRecord } from '../volumemanager/records.ts';
-import { mounterArgsFor } from '../volumemanager/volume-manager.ts';
 import type { PlanContext } from './plan-host.ts';
 import { type Emit, type PlanStep, planSetUp, planTearDown, type VolumePlanInput } from './plan-volumes.ts';
 

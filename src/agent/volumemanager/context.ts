@@ -1,0 +1,30 @@
+// What the parts of the volume manager share: the two states of the world, the
+// operation executor, and the node-level dependencies. One object, built once by
+// VolumeManager, handed to the populator, reconciler, reconstruction and orphan cleanup.
+
+import type { Logger } from '../../logger.ts';
+import type * as mount from '../../mount/types.ts';
+import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
+import type { VolumeHost } from '../../volumehost/types.ts';
+import type { ActualStateOfWorld } from './actual-state.ts';
+import type { DesiredStateOfWorld } from './desired-state.ts';
+import type { OperationExecutor } from './operation-executor.ts';
+
+export interface VolumeManagerMetrics {
+  operation(plugin: string, operation: 'volume_mount' | 'volume_unmount', ok: boolean, seconds: number): void;
+  operationError(operation: string, reason: string): void;
+  reconcile(seconds: number): void;
+  reconstructed(ok: boolean): void;
+}
+
+export interface VolumeManagerContext {
+  rootDir: string;
+  host: VolumeHost;
+  pluginMgr: VolumePluginMgr;
+  mounter: mount.Interface;
+  logger: Logger;
+  metrics: VolumeManagerMetrics;
+  dsw: DesiredStateOfWorld;
+  asw: ActualStateOfWorld;
+  executor: OperationExecutor;
+}

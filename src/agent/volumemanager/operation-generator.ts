@@ -1,0 +1,144 @@
+// kubelet's operation_generator: the mount and unmount operations the
+// reconciler hands to the operation executor, with their metrics, logs and Events.
+import { mkdir } from 'node:fs/promises';
+import type { V1Pod } from '@kubernetes/client-node';
+import { type MounterArgs, reasonOf } from '../../plugins/types.ts';
+import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
+import type { MountedVolume } from './actual-state.ts';
+import type { VolumeManagerContext } from './context.ts';
+import type { VolumeToMount } from './desired-state.ts';
+import { removeRecord, writeRecord } from './records.ts';
+
+/** kubelet's FsUserFrom: the runAsUser every container agrees on, if any. */
+function fsUserFrom(pod: V1Pod): number | undefined {
+  const users = new Set<number | undefined>();
+  for (const c of [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])]) {
+    users.add(c.securityContext?.runAsUser ?? pod.spec?.securityContext?.runAsUser);
+  }
+  if (users.size !== 1) return undefined;
+  return [...users][0];
+}
+
+export function mounterArgsFor(pod: V1Pod): MounterArgs {
+  return {
+    fsUser: fsUserFrom(pod),
+    fsGroup: pod.spec?.securityContext?.fsGroup,
+    fsGroupChangePolicy: pod.spec?.securityContext?.fsGroupChangePolicy,
+  };
+}
+
+/** kubelet's GenerateMountVolumeFunc: make the pod directories, write the record, SetUp, record the result. */
+export async function mountVolume(
+  ctx: VolumeManagerContext,
+  d: VolumeToMount,
+  pod: V1Pod,
+  prev: MountedVolume | undefined,
+): Promise<void> {
+  const { logger, metrics, pluginMgr, rootDir, host, asw } = ctx;
+  const pluginName = d.pluginName as string;
+  const spec = d.spec as NonNullable<VolumeToMount['spec']>;
+  const log = {
+    pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`,
+    podUID: d.podUID,
+    volume: d.volumeName,
+    plugin: pluginName,
+  };
+  if (prev) prev.remountRequired = false;
+  const t0 = performance.now();
+  const base: MountedVolume = {
+    key: d.key,
+    podUID: d.podUID,
+    podNamespace: pod.metadata?.namespace ?? '',
+    podName: pod.metadata?.name ?? '',
+    volumeName: d.volumeName,
+    pluginName,
+    spec,
+    path: d.path ?? '',
+    state: 'uncertain',
+    remountRequired: prev?.remountRequired ?? false,
+    specExact: true,
+    reconstructed: prev?.reconstructed ?? false,
+  };
+  try {
+    const mounter = pluginMgr.findPluginByName(pluginName).newMounter(spec, pod);
+    // kubelet's makePodDataDirs: the pod, volumes and plugins directories, 0750.
+    await mkdir(podVolumesDir(rootDir, d.podUID), { recursive: true, mode: 0o750 });
+    await mkdir(podPluginsDir(rootDir, d.podUID), { recursive: true, mode: 0o750 });
+    // The record is written before SetUp so that a crash half-way leaves enough to tear it down.
+    await writeRecord(rootDir, {
+      version: 1,
+      podUID: d.podUID,
+      podNamespace: base.podNamespace,
+      podName: base.podName,
+      volumeName: d.volumeName,
+      pluginName,
+      volume: spec.volume ?? { name: d.volumeName },
+      readOnly: spec.readOnly,
+    }).catch(() => {});
+    await mounter.setUp(mounterArgsFor(pod));
+  } catch (err) {
+    const seconds = (performance.now() - t0) / 1000;
+    const reason = reasonOf(err, 'MountFailed');
+    metrics.operation(pluginName, 'volume_mount', false, seconds);
+    metrics.operationError('volume_mount', reason);
+    // Whatever SetUp left behind must be torn down if the pod goes away.
+    asw.set({
+      ...base,
+      state: prev?.state === 'mounted' ? 'mounted' : 'uncertain',
+      remountRequired: prev?.state === 'mounted',
+    });
+    const message = (err as Error).message;
+    logger.warn(
+      { ...log, durationMs: Math.round(seconds * 1000), reason, err: message },
+      'MountVolume.SetUp failed',
+    );
+    host
+      .getEventRecorder()
+      .eventf(
+        pod,
+        'Warning',
+        'FailedMount',
+        `MountVolume.SetUp failed for volume "${d.volumeName}" : ${message}`,
+      );
+    throw err;
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  metrics.operation(pluginName, 'volume_mount', true, seconds);
+  const current = asw.get(d.key);
+  asw.set({ ...base, state: 'mounted', remountRequired: current?.remountRequired ?? false });
+  logger.info(
+    { ...log, durationMs: Math.round(seconds * 1000), remount: prev !== undefined },
+    'MountVolume.SetUp succeeded',
+  );
+}
+
+/** kubelet's GenerateUnmountVolumeFunc: TearDown, then forget the volume and its record. */
+export async function unmountVolume(ctx: VolumeManagerContext, v: MountedVolume): Promise<void> {
+  const { logger, metrics, pluginMgr, rootDir, asw } = ctx;
+  const log = {
+    pod: `${v.podNamespace}/${v.podName}`,
+    podUID: v.podUID,
+    volume: v.volumeName,
+    plugin: v.pluginName,
+  };
+  const t0 = performance.now();
+  try {
+    await pluginMgr.findPluginByName(v.pluginName).newUnmounter(v.volumeName, v.podUID).tearDown();
+  } catch (err) {
+    const seconds = (performance.now() - t0) / 1000;
+    const reason = reasonOf(err, 'UnmountFailed');
+    metrics.operation(v.pluginName, 'volume_unmount', false, seconds);
+    metrics.operationError('volume_unmount', reason);
+    v.state = 'uncertain';
+    logger.warn(
+      { ...log, durationMs: Math.round(seconds * 1000), reason, err: (err as Error).message },
+      'UnmountVolume.TearDown failed',
+    );
+    throw err;
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  metrics.operation(v.pluginName, 'volume_unmount', true, seconds);
+  asw.delete(v.key);
+  await removeRecord(rootDir, v.podUID, v.pluginName, v.volumeName);
+  logger.info({ ...log, durationMs: Math.round(seconds * 1000) }, 'UnmountVolume.TearDown succeeded');
+}

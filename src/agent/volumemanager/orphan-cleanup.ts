@@ -1,0 +1,72 @@
+// kubelet's cleanupOrphanedPodDirs (kubelet_volumes.go): pod directories and
+// records of pods nobody wants any more are removed, never across a mount.
+import { rm } from 'node:fs/promises';
+import { reasonOf } from '../../plugins/types.ts';
+import {
+  podDir,
+  podsDir,
+  podVolumeRecordsDir,
+  podVolumeRecordsRoot,
+  podVolumesDir,
+  unescapeQualifiedName,
+} from '../../volumehost/paths.ts';
+import { mountPointsBelow, removeAllOneFilesystem } from '../../volumehost/removeall.ts';
+import type { VolumeManagerContext } from './context.ts';
+import { readdirOrEmpty, reconstructVolume } from './reconstruction.ts';
+
+/**
+ * kubelet's cleanupOrphanedPodDirs, without its worst failure mode: a pod
+ * directory with no mount below it is removed even if files remain, because
+ * the mount table (not a guess) says nothing mounted would be deleted.
+ */
+export async function cleanupOrphanedPodDirs(
+  ctx: VolumeManagerContext,
+  housekeepingErrors: Map<string, string>,
+): Promise<void> {
+  const { rootDir, mounter, logger, dsw, asw, executor } = ctx;
+  const podDirs = new Set(await readdirOrEmpty(podsDir(rootDir)));
+  for (const uid of await readdirOrEmpty(podVolumeRecordsRoot(rootDir))) {
+    // Records never hold a mount; once their pod directory is gone they describe nothing.
+    if (!podDirs.has(uid) && !dsw.pod(uid) && !asw.hasPod(uid) && !executor.anyPending(`${uid}/`)) {
+      await rm(podVolumeRecordsDir(rootDir, uid), { recursive: true, force: true });
+    }
+  }
+  for (const uid of await readdirOrEmpty(podsDir(rootDir))) {
+    // A SetUp still running for a pod that just went away must finish first: it records its result in ASW.
+    if (dsw.pod(uid) || asw.hasPod(uid) || executor.anyPending(`${uid}/`)) {
+      housekeepingErrors.delete(uid);
+      continue;
+    }
+    const dir = podDir(rootDir, uid);
+    try {
+      const mounts = await mountPointsBelow(mounter, dir);
+      if (mounts.length === 0) {
+        await removeAllOneFilesystem(mounter, dir);
+        await rm(podVolumeRecordsDir(rootDir, uid), { recursive: true, force: true });
+        housekeepingErrors.delete(uid);
+        logger.info({ podUID: uid }, 'removed orphaned pod directory');
+        continue;
+      }
+      // Mounted volumes nobody knows about (a crash before the record was written,
+      // or a volume added behind our back): adopt them so the reconciler tears them down.
+      const volumesDir = `${podVolumesDir(rootDir, uid)}/`;
+      let adopted = 0;
+      for (const mp of mounts) {
+        const rest = mp.startsWith(volumesDir) ? mp.slice(volumesDir.length).split('/') : [];
+        if (rest.length !== 2) continue;
+        await reconstructVolume(ctx, uid, unescapeQualifiedName(rest[0]), rest[1]);
+        adopted++;
+      }
+      if (adopted < mounts.length) {
+        const msg = `orphaned pod directory still has mounts podvol cannot attribute to a volume: ${mounts.join(', ')}`;
+        housekeepingErrors.set(uid, msg);
+        ctx.metrics.operationError('orphan_cleanup', 'MountsRemain');
+        logger.warn({ podUID: uid }, msg);
+      }
+    } catch (err) {
+      housekeepingErrors.set(uid, (err as Error).message);
+      ctx.metrics.operationError('orphan_cleanup', reasonOf(err, 'CleanupFailed'));
+      logger.warn({ podUID: uid, err: (err as Error).message }, 'could not remove orphaned pod directory');
+    }
+  }
+}
