@@ -6,7 +6,8 @@
 
 import { CoreV1Api, type KubeConfig, type V1ConfigMap, type V1Secret } from '@kubernetes/client-node';
 import type { Logger } from '../../logger.ts';
-import { type KubeList, type KubeObject, type ListOptions, Reflector } from './reflector.ts';
+import { type KubeList, type ListOptions, Reflector } from './reflector.ts';
+import type { KubeObject } from './store.ts';
 
 interface Cacheable extends KubeObject {
   immutable?: boolean;

@@ -2,18 +2,16 @@
 // client-node's Watch for the stream and a generated list call for the
 // snapshot. We do not use client-node's ListWatch informer: it keys objects by
 // namespace/name (not UID), stops for good on any error other than 410 and
-// timeouts, and says nothing about whether it has synced (ecosystem.md A.3).
+// timeouts, and says nothing about whether it has synced.
 //
 // Why client-node's Watch rather than raw fetch: it owns auth, TLS, proxies and
 // its own inactivity timeout (30 s) that cuts half-open streams; our watchdog
 // here is the second line for a stream that stays silent past its lifetime.
-import type { KubeConfig, V1ListMeta, V1ObjectMeta } from '@kubernetes/client-node';
+import type { KubeConfig, V1ListMeta } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
 import type { Logger } from '../../logger.ts';
-
-export interface KubeObject {
-  metadata?: V1ObjectMeta;
-}
+import { classifyError, type ReflectorError } from './api-errors.ts';
+import { type KubeObject, type ReflectorEvent, Store } from './store.ts';
 
 export interface KubeList<T> {
   metadata?: V1ListMeta;
@@ -23,23 +21,6 @@ export interface KubeList<T> {
 export interface ListOptions {
   fieldSelector?: string;
   labelSelector?: string;
-}
-
-export type ReflectorEventType = 'ADDED' | 'MODIFIED' | 'DELETED';
-
-export interface ReflectorEvent<T> {
-  type: ReflectorEventType;
-  object: T;
-  /** The stored object this one replaces (MODIFIED) or removes (DELETED). */
-  old?: T;
-}
-
-/** Why the last list or watch failed; `reason` is stable CamelCase, `message` names the resource and server. */
-export interface ReflectorError {
-  reason: 'Unauthorized' | 'Forbidden' | 'Unreachable' | 'Expired' | 'ServerError' | 'WatchError';
-  message: string;
-  code?: number;
-  at: Date;
 }
 
 export type RestartReason = 'closed' | 'expired' | 'error' | 'watchdog' | 'timeout';
@@ -65,11 +46,6 @@ export interface ReflectorOptions<T extends KubeObject> {
   logger?: Logger;
 }
 
-const defaultKey = (o: KubeObject): string =>
-  o.metadata?.uid ?? `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
-
-const nsName = (o: KubeObject): string => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
-
 /** How long a watch must have lived (or delivered events) for a clean close to not count as a failure. */
 const HEALTHY_WATCH_MS = 1000;
 
@@ -79,71 +55,9 @@ interface WatchOutcome {
   err?: unknown;
 }
 
-function statusMessage(body: unknown): string | undefined {
-  let b = body;
-  if (typeof b === 'string') {
-    try {
-      b = JSON.parse(b);
-    } catch {
-      return undefined;
-    }
-  }
-  const m = (b as { message?: unknown } | undefined)?.message;
-  return typeof m === 'string' ? m : undefined;
-}
-
-/** Turn a client-node failure (ApiException, Watch error, fetch error) into a precise ReflectorError. */
-export function classifyError(what: string, server: string, err: unknown): ReflectorError {
-  const e = err as {
-    code?: unknown;
-    statusCode?: unknown;
-    body?: unknown;
-    cause?: { code?: string; message?: string };
-  };
-  const code =
-    typeof e?.code === 'number' ? e.code : typeof e?.statusCode === 'number' ? e.statusCode : undefined;
-  const detail = statusMessage(e?.body);
-  const at = new Date();
-  if (code === 401) {
-    return {
-      reason: 'Unauthorized',
-      code,
-      at,
-      message: `${what}: 401 Unauthorized from ${server}: the API server rejected the credentials (check the kubeconfig or service account token)`,
-    };
-  }
-  if (code === 403) {
-    return {
-      reason: 'Forbidden',
-      code,
-      at,
-      message: `${what}: 403 Forbidden from ${server}${detail ? `: ${detail}` : ''}`,
-    };
-  }
-  if (code === 410)
-    return { reason: 'Expired', code, at, message: `${what}: 410 Gone: resourceVersion too old` };
-  if (code !== undefined) {
-    return {
-      reason: 'ServerError',
-      code,
-      at,
-      message: `${what}: HTTP ${code} from ${server}${detail ? `: ${detail}` : ''}`,
-    };
-  }
-  const cause = e?.cause?.code ?? e?.cause?.message ?? (err as Error)?.message ?? String(err);
-  return {
-    reason: 'Unreachable',
-    at,
-    message: `${what}: cannot reach the API server at ${server}: ${cause}`,
-  };
-}
-
 export class Reflector<T extends KubeObject> {
   private readonly opts: ReflectorOptions<T>;
-  private readonly keyOf: (o: T) => string;
-  private readonly items = new Map<string, T>();
-  /** namespace/name → key, to spot a re-created object under a new UID. */
-  private readonly keyByName = new Map<string, string>();
+  private readonly store: Store<T>;
   private readonly eventListeners = new Set<(e: ReflectorEvent<T>) => void>();
   private readonly changeListeners = new Set<() => void>();
   private readonly watcher: Watch;
@@ -167,7 +81,7 @@ export class Reflector<T extends KubeObject> {
 
   constructor(opts: ReflectorOptions<T>) {
     this.opts = opts;
-    this.keyOf = opts.keyOf ?? defaultKey;
+    this.store = new Store(opts.keyOf);
     this.watcher = new Watch(opts.kubeConfig);
   }
 
@@ -205,11 +119,11 @@ export class Reflector<T extends KubeObject> {
   }
 
   get(key: string): T | undefined {
-    return this.items.get(key);
+    return this.store.get(key);
   }
 
   list(): T[] {
-    return [...this.items.values()];
+    return this.store.list();
   }
 
   onEvent(listener: (e: ReflectorEvent<T>) => void): () => void {
@@ -359,25 +273,7 @@ export class Reflector<T extends KubeObject> {
       fieldSelector: this.opts.fieldSelector,
       labelSelector: this.opts.labelSelector,
     });
-    const fresh = new Map<string, T>();
-    for (const o of list.items) fresh.set(this.keyOf(o), o);
-    const events: ReflectorEvent<T>[] = [];
-    for (const [k, old] of this.items) {
-      if (!fresh.has(k)) events.push({ type: 'DELETED', object: old, old });
-    }
-    for (const [k, o] of fresh) {
-      const old = this.items.get(k);
-      if (!old) events.push({ type: 'ADDED', object: o });
-      else if (old.metadata?.resourceVersion !== o.metadata?.resourceVersion) {
-        events.push({ type: 'MODIFIED', object: o, old });
-      }
-    }
-    this.items.clear();
-    this.keyByName.clear();
-    for (const [k, o] of fresh) {
-      this.items.set(k, o);
-      this.keyByName.set(nsName(o), k);
-    }
+    const events = this.store.replace(list.items);
     this.rv = list.metadata?.resourceVersion ?? '';
     this.lastSync = new Date();
     const hadError = this.clearError();
@@ -459,28 +355,8 @@ export class Reflector<T extends KubeObject> {
     if (rv) this.rv = rv;
     if (type === 'BOOKMARK') return;
     if (type !== 'ADDED' && type !== 'MODIFIED' && type !== 'DELETED') return;
-    const key = this.keyOf(obj);
-    const events: ReflectorEvent<T>[] = [];
-    if (type === 'DELETED') {
-      const old = this.items.get(key);
-      if (!old) return;
-      this.items.delete(key);
-      if (this.keyByName.get(nsName(old)) === key) this.keyByName.delete(nsName(old));
-      events.push({ type: 'DELETED', object: obj, old });
-    } else {
-      // namespace/name is unique at any moment: an object under another key
-      // with the same name is gone even if its DELETED event was missed.
-      const other = this.keyByName.get(nsName(obj));
-      if (other !== undefined && other !== key) {
-        const o = this.items.get(other)!;
-        this.items.delete(other);
-        events.push({ type: 'DELETED', object: o, old: o });
-      }
-      const old = this.items.get(key);
-      this.items.set(key, obj);
-      this.keyByName.set(nsName(obj), key);
-      events.push(old ? { type: 'MODIFIED', object: obj, old } : { type: 'ADDED', object: obj });
-    }
+    const events = this.store.apply(type, obj);
+    if (events.length === 0) return;
     for (const e of events) this.emitEvent(e);
     this.emitChange();
   }

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { loadKubeConfig } from '../../../src/volumehost/kube/config.ts';
-import { Reflector, type ReflectorEvent } from '../../../src/volumehost/kube/reflector.ts';
+import { Reflector } from '../../../src/volumehost/kube/reflector.ts';
+import type { ReflectorEvent } from '../../../src/volumehost/kube/store.ts';
 import { kubeEnv, waitFor } from './env.ts';
 
 function configMaps(
