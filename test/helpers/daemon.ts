@@ -117,7 +117,8 @@ export async function startPodvol(args: {
   await waitFor(
     'podvol to listen',
     async () => (await get('/healthz')).status === 200 || undefined,
-    20_000,
+    // Generous: on a machine shared by several test runs, loading the daemon alone can take 20 s.
+    90_000,
   ).catch((err) => {
     proc.kill('SIGKILL');
     throw new Error(`${err.message}\n${out}`);
