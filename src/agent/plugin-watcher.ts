@@ -10,7 +10,7 @@
 // and it cannot miss an event.
 import { lstat, mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Logger } from 'pino';
+import type { Logger } from '../logger.ts';
 import {
   loadRegistrationProto,
   registrationCallTimeoutMs,

@@ -3,7 +3,7 @@
 // info and publishes that (CSINode, node annotation, topology labels) through
 // the NodeInfoManager. Any failure after the store was updated unregisters
 // the driver again, as kubelet does.
-import type { Logger } from 'pino';
+import type { Logger } from '../../logger.ts';
 import { CSIClient } from './client.ts';
 import { compareVersions, type DriversStore, highestSupportedVersion, parseVersion } from './drivers.ts';
 import type { CSIProto } from './grpc.ts';
