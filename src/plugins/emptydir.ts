@@ -8,7 +8,7 @@ import type * as mount from '../mount/types.ts';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
 import { removeAllOneFilesystem } from '../volumehost/removeall.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
-import { podMemoryLimit, tmpfsNoswapSupported } from './memory.ts';
+import { tmpfsNoswapSupported } from './memory.ts';
 import { quantityToBigInt } from './quantity-bytes.ts';
 import {
   type Attributes,
@@ -19,6 +19,21 @@ import {
   VolumeError,
   type VolumePlugin,
 } from './types.ts';
+import {
+  compareQuantities,
+  formatQuantity,
+  parseQuantity,
+  type Quantity,
+  QuantityError,
+} from './util/quantity.ts';
+import {
+  hugePageRequestLists,
+  hugePageSizeFromMedium,
+  hugePageSizeFromResourceName,
+  hugePagesResourcePrefix,
+  isHugePageMedium,
+  podCgroupMemoryLimit,
+} from './util/resources.ts';
 import { setVolumeOwnership } from './volume-ownership.ts';
 
 export const emptyDirPluginName = 'kubernetes.io/empty-dir';
@@ -57,11 +72,38 @@ async function setReady(dir: string): Promise<void> {
   await writeFile(join(dir, 'ready'), '', { mode: 0o666 });
 }
 
+/** What is mounted at a directory, as kubelet's GetMountMedium reports it. */
+export interface MountMedium {
+  medium: Medium;
+  mounted: boolean;
+  /** The hugetlbfs page size; read only when the requested medium names a size, as in kubelet. */
+  pageSize?: Quantity;
+}
+
+/** kubelet's getPageSize: the `pagesize=` option of the hugetlbfs mounted at `dir`, with an `i` appended. */
+async function mountedPageSize(mounter: MountInterface, dir: string): Promise<Quantity> {
+  const entry = (await mounter.list()).find((m) => m.mountPoint === dir);
+  if (!entry) throw new VolumeError('HugePagesSizeUnknown', `mount point for ${dir} not found`);
+  const opt = [...(entry.mountOptions ?? []), ...(entry.superOptions ?? [])]
+    .map((o) => o.trim())
+    .find((o) => o.startsWith('pagesize='));
+  if (!opt) throw new VolumeError('HugePagesSizeUnknown', `no pagesize option specified for ${dir} mount`);
+  try {
+    return parseQuantity(`${opt.slice('pagesize='.length)}i`);
+  } catch (err) {
+    throw new VolumeError(
+      'HugePagesSizeUnknown',
+      `error getting page size from '${opt}' mount option: ${goQuantityError(err)}`,
+    );
+  }
+}
+
 /** kubelet's GetMountMedium: what is mounted at `dir` right now. */
 export async function mountMedium(
   mounter: mount.Interface,
   dir: string,
-): Promise<{ medium: Medium; mounted: boolean; pageSize?: string }> {
+  requestedMedium = '',
+): Promise<MountMedium> {
   let notMnt: boolean;
   try {
     notMnt = await mounter.isLikelyNotMountPoint(dir);
@@ -72,46 +114,74 @@ export async function mountMedium(
   const { type } = await statfs(dir);
   if (type === TMPFS_MAGIC) return { medium: 'Memory', mounted: !notMnt };
   if (type === HUGETLBFS_MAGIC) {
-    const entry = (await mounter.list()).find((m) => m.mountPoint === dir);
-    const opt = [...(entry?.superOptions ?? []), ...(entry?.mountOptions ?? [])].find((o) =>
-      o.startsWith('pagesize='),
-    );
-    const pageSize = opt ? `${opt.slice('pagesize='.length).replace(/[KMG]$/, (u) => `${u}i`)}` : undefined;
-    return { medium: 'HugePages', mounted: !notMnt, pageSize };
+    // Skip page size detection if requested medium doesn't have size specified (kubelet).
+    if (requestedMedium === 'HugePages') return { medium: 'HugePages', mounted: !notMnt };
+    return { medium: 'HugePages', mounted: !notMnt, pageSize: await mountedPageSize(mounter, dir) };
   }
   return { medium: 'Default', mounted: !notMnt };
 }
 
-/** Page size of a HugePages medium: `HugePages-<size>` or the pod's single hugepages request. */
-export function hugePageSize(pod: V1Pod, medium: string): string {
-  if (medium.startsWith('HugePages-')) return medium.slice('HugePages-'.length);
-  const sizes = new Set<string>();
-  for (const c of [...(pod.spec?.containers ?? []), ...(pod.spec?.initContainers ?? [])]) {
-    for (const list of [c.resources?.requests, c.resources?.limits]) {
-      for (const key of Object.keys(list ?? {})) {
-        if (key.startsWith('hugepages-')) sizes.add(key.slice('hugepages-'.length));
+/** The bare text of a quantity parse error, as Go's resource.ParseQuantity words it. */
+function goQuantityError(err: unknown): string {
+  return err instanceof QuantityError ? err.reason : (err as Error).message;
+}
+
+/**
+ * kubelet's getPageSizeMountOption: `pagesize=<size>` for a HugePages medium.
+ * `HugePages-<size>` needs a hugepages request of that size; plain `HugePages`
+ * takes the one size requested. Requests are the pod-level ones (when pod-level
+ * resources are set) and every app and init container's; limits equal requests
+ * for hugepages, so kubelet looks at requests only.
+ */
+export function pageSizeMountOption(medium: string, pod: V1Pod): string {
+  let mediumPageSize: Quantity | undefined;
+  if (medium !== 'HugePages') {
+    try {
+      mediumPageSize = hugePageSizeFromMedium(medium);
+    } catch (err) {
+      throw new VolumeError('InvalidHugePagesMedium', goQuantityError(err));
+    }
+  }
+  let pageSize: Quantity | undefined;
+  for (const list of hugePageRequestLists(pod)) {
+    for (const name of Object.keys(list)) {
+      if (!name.startsWith(hugePagesResourcePrefix)) continue;
+      let current: Quantity;
+      try {
+        current = hugePageSizeFromResourceName(name);
+      } catch (err) {
+        throw new VolumeError('InvalidQuantity', goQuantityError(err));
+      }
+      if (mediumPageSize === undefined) {
+        if (pageSize !== undefined && compareQuantities(pageSize, current) !== 0) {
+          throw new VolumeError(
+            'HugePagesMultipleSizes',
+            `medium: ${medium} can't be used if container requests multiple huge page sizes`,
+          );
+        }
+        pageSize = current;
+      } else if (compareQuantities(current, mediumPageSize) === 0) {
+        pageSize = current;
       }
     }
   }
-  if (sizes.size === 0) {
+  if (pageSize === undefined) {
     throw new VolumeError(
       'HugePagesNotRequested',
-      'hugePages storage requested, but there is no resource request for huge pages',
+      `medium ${medium}: hugePages storage requested, but there is no resource request for huge pages`,
     );
   }
-  if (sizes.size > 1) {
-    throw new VolumeError(
-      'HugePagesMultipleSizes',
-      "multiple huge page sizes requested: medium: HugePages can't be used if container requests multiple huge page sizes",
-    );
-  }
-  return [...sizes][0];
+  return `pagesize=${formatQuantity(pageSize)}`;
 }
 
-/** kubelet's calculateEmptyDirMemorySize: min(node allocatable, pod memory limit, sizeLimit). */
+/**
+ * kubelet's calculateEmptyDirMemorySize: node allocatable memory, lowered to the
+ * pod's cgroup memory limit (ResourceConfigForPod: pod-level resources, sidecars
+ * and overhead included) and then to `sizeLimit`, each only when 0 < value <= size.
+ */
 export function emptyDirMemorySize(host: VolumeHost, pod: V1Pod, sizeLimit: string | undefined): bigint {
   let size = quantityToBigInt(host.getNodeAllocatable().memory ?? '0', 'node allocatable memory');
-  const podLimit = podMemoryLimit(pod);
+  const podLimit = podCgroupMemoryLimit(pod) ?? 0n;
   if (podLimit > 0n && (size === 0n || podLimit <= size)) size = podLimit;
   if (sizeLimit !== undefined) {
     const limit = quantityToBigInt(sizeLimit, 'sizeLimit');
@@ -151,25 +221,39 @@ class EmptyDirMounter implements Mounter {
     const mounter = this.#host.getMounter();
     const medium = this.#spec.volume?.emptyDir?.medium ?? '';
     const meta = metaDir(this.#host, this.#podUID, this.#name);
-    const current = await mountMedium(mounter, dir);
     if (await isReady(meta)) {
-      if (medium === 'Memory' && current.mounted && current.medium === 'Memory') return;
-      if (medium === '' && (await exists(dir))) return;
-      if (medium.startsWith('HugePages') && current.mounted && current.medium === 'HugePages') return;
-      // Ready but the volume is gone (e.g. tmpfs lost across a reboot): set it up again.
-      await rm(meta, { recursive: true, force: true });
+      let notMnt = true;
+      try {
+        notMnt = await mounter.isLikelyNotMountPoint(dir);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+      if (medium === 'Memory' && !notMnt) return;
+      if (medium === '') {
+        if (await exists(dir)) return;
+        // Ready but the volume directory is gone (removed by hand): set it up again.
+        await rm(meta, { recursive: true, force: true });
+      }
     }
-    if (medium === '') await setupDir(dir);
-    else if (medium === 'Memory') await this.#setupTmpfs(dir, current);
-    else if (medium === 'HugePages' || medium.startsWith('HugePages-'))
-      await this.#setupHugepages(dir, medium, current);
-    else throw new VolumeError('UnknownStorageMedium', `unknown storage medium "${medium}"`);
-    if (args.fsGroup !== undefined) await setVolumeOwnership(dir, args.fsGroup, false);
+    let failure: unknown;
+    try {
+      if (medium === '') await setupDir(dir);
+      else if (medium === 'Memory') await this.#setupTmpfs(dir);
+      else if (isHugePageMedium(medium)) await this.#setupHugepages(dir, medium);
+      else throw new VolumeError('UnknownStorageMedium', `unknown storage medium "${medium}"`);
+    } catch (err) {
+      failure = err;
+    }
+    // kubelet applies fsGroup whatever the outcome (errors ignored), and never
+    // honours fsGroupChangePolicy on an emptyDir: it is always walked.
+    if (args.fsGroup !== undefined) await setVolumeOwnership(dir, args.fsGroup, false).catch(() => {});
+    if (failure !== undefined) throw failure;
     await setReady(meta);
   }
 
-  async #setupTmpfs(dir: string, current: { medium: Medium; mounted: boolean }): Promise<void> {
+  async #setupTmpfs(dir: string): Promise<void> {
     await setupDir(dir);
+    const current = await mountMedium(this.#host.getMounter(), dir, 'Memory');
     if (current.mounted && current.medium === 'Memory') return;
     const size = emptyDirMemorySize(this.#host, this.#pod, this.#spec.volume?.emptyDir?.sizeLimit);
     const options = size > 0n ? [`size=${size}`] : [];
@@ -177,23 +261,33 @@ class EmptyDirMounter implements Mounter {
     await this.#host.getMounter().mount('tmpfs', dir, 'tmpfs', options, { withoutSystemd: true });
   }
 
-  async #setupHugepages(
-    dir: string,
-    medium: string,
-    current: { medium: Medium; mounted: boolean; pageSize?: string },
-  ): Promise<void> {
-    const pageSize = hugePageSize(this.#pod, medium);
+  async #setupHugepages(dir: string, medium: string): Promise<void> {
     await setupDir(dir);
+    const current = await mountMedium(this.#host.getMounter(), dir, medium);
     if (current.mounted && current.medium === 'HugePages') {
-      if (current.pageSize === pageSize) return;
-      throw new VolumeError(
-        'HugePagesSizeMismatch',
-        `mounted dir ${dir} pagesize '${current.pageSize}' and requested medium size '${pageSize}' differ`,
-      );
+      if (medium === 'HugePages') return;
+      const uid = this.#podUID;
+      if (current.pageSize === undefined)
+        throw new VolumeError(
+          'HugePagesSizeUnknown',
+          `pod ${uid}: mounted dir ${dir} pagesize is not determined`,
+        );
+      let mediumSize: Quantity;
+      try {
+        mediumSize = hugePageSizeFromMedium(medium);
+      } catch (err) {
+        throw new VolumeError('InvalidHugePagesMedium', goQuantityError(err));
+      }
+      if (compareQuantities(mediumSize, current.pageSize) !== 0) {
+        throw new VolumeError(
+          'HugePagesSizeMismatch',
+          `pod ${uid}: mounted dir ${dir} pagesize '${formatQuantity(current.pageSize)}' and requested medium size '${formatQuantity(mediumSize)}' differ`,
+        );
+      }
+      return;
     }
-    await this.#host
-      .getMounter()
-      .mount('nodev', dir, 'hugetlbfs', [`pagesize=${pageSize}`], { withoutSystemd: true });
+    const option = pageSizeMountOption(medium, this.#pod);
+    await this.#host.getMounter().mount('nodev', dir, 'hugetlbfs', [option], { withoutSystemd: true });
   }
 }
 
@@ -228,7 +322,8 @@ class EmptyDirUnmounter implements Unmounter {
     const mounter = this.#host.getMounter();
     await rm(metaDir(this.#host, this.#podUID, this.#name), { recursive: true, force: true });
     if (!(await exists(dir))) return;
-    const current = await mountMedium(mounter, dir);
+    // The page size does not matter for an unmount, so it is not looked up.
+    const current = await mountMedium(mounter, dir, 'HugePages');
     if (current.mounted && current.medium !== 'Default') await mounter.unmount(dir);
     await removeAllOneFilesystem(mounter, dir);
   }

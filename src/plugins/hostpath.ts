@@ -1,7 +1,8 @@
 // kubernetes.io/host-path (k/k pkg/volume/hostpath/host_path.go): nothing is
 // mounted; the runtime binds the host path itself. SetUp only validates the
 // path and applies the HostPathType check, creating what *OrCreate asks for.
-import { mkdir, open, stat } from 'node:fs/promises';
+import { lstat, mkdir, open, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import type { V1HostPathVolumeSource } from '@kubernetes/client-node';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { type Mounter, type Spec, VolumeError, type VolumePlugin } from './types.ts';
@@ -50,13 +51,57 @@ async function typeMatchedOrError(path: string, expected: FileType, description:
   }
 }
 
+const errnoOf = (err: unknown) => (err as NodeJS.ErrnoException).code;
+
+/** A Node fs error worded as Go's *PathError: `<op> <path>: <strerror>`. */
+function goPathError(op: string, path: string, err: unknown): NodeJS.ErrnoException {
+  const text = (err as Error).message.replace(/^[A-Z0-9]+: /, '').replace(/, [a-z]+ '.*'$/, '');
+  const out: NodeJS.ErrnoException = new Error(`${op} ${path}: ${text}`);
+  out.code = errnoOf(err);
+  return out;
+}
+
+/**
+ * Go's os.MkdirAll, step for step. Unlike Node's recursive mkdir, a dangling
+ * symlink on the way is not followed: mkdir fails with EEXIST on it and, as it
+ * is no directory, that error is returned.
+ */
+async function mkdirAll(path: string, mode: number): Promise<void> {
+  const st = await stat(path).catch(() => undefined);
+  if (st) {
+    if (st.isDirectory()) return;
+    const e: NodeJS.ErrnoException = new Error(`mkdir ${path}: not a directory`);
+    e.code = 'ENOTDIR';
+    throw e;
+  }
+  const parent = dirname(path.replace(/\/+$/, ''));
+  if (parent !== path && parent !== '/' && parent !== '.') await mkdirAll(parent, mode);
+  try {
+    await mkdir(path, mode);
+  } catch (err) {
+    // Go: "Handle arguments like foo/. by asking the underlying filesystem."
+    if ((await lstat(path).catch(() => undefined))?.isDirectory()) return;
+    throw goPathError('mkdir', path, err);
+  }
+}
+
+/**
+ * hostPath's makeDir: MkdirAll(path, 0755), where "already exists" is success.
+ * On a dangling symlink (at the path or on the way) that means success without
+ * creating anything, exactly as kubelet behaves.
+ */
+async function makeDir(path: string): Promise<void> {
+  try {
+    await mkdirAll(path, 0o755);
+  } catch (err) {
+    if (errnoOf(err) !== 'EEXIST') throw new VolumeError('HostPathCreateFailed', (err as Error).message);
+  }
+}
+
 export async function checkHostPathType(path: string, type: string): Promise<void> {
   switch (type) {
     case 'DirectoryOrCreate':
-      if (!(await exists(path))) {
-        await mkdir(path, { recursive: true, mode: 0o755 });
-        return;
-      }
+      if (!(await exists(path))) return makeDir(path);
       return typeMatchedOrError(path, 'Directory', 'directory');
     case 'Directory':
       return typeMatchedOrError(path, 'Directory', 'directory');
@@ -64,9 +109,10 @@ export async function checkHostPathType(path: string, type: string): Promise<voi
       if (!(await exists(path))) {
         // O_CREATE without O_EXCL, as Go's OpenFile: an existing entry is fine.
         const fh = await open(path, 'a', 0o644).catch((err: NodeJS.ErrnoException) => {
-          throw new VolumeError('HostPathCreateFailed', err.message);
+          if (err.code === 'EEXIST') return undefined;
+          throw new VolumeError('HostPathCreateFailed', goPathError('open', path, err).message);
         });
-        await fh.close();
+        await fh?.close();
         return;
       }
       return typeMatchedOrError(path, 'File', 'file');

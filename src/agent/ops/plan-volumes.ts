@@ -5,7 +5,7 @@
 import type { V1KeyToPath, V1Pod, V1VolumeProjection } from '@kubernetes/client-node';
 import { configMapPluginName } from '../../plugins/configmap.ts';
 import { downwardAPIPluginName } from '../../plugins/downwardapi.ts';
-import { emptyDirMemorySize, emptyDirPluginName, hugePageSize } from '../../plugins/emptydir.ts';
+import { emptyDirMemorySize, emptyDirPluginName, pageSizeMountOption } from '../../plugins/emptydir.ts';
 import { hostPathPluginName, validatePathNoBacksteps } from '../../plugins/hostpath.ts';
 import { projectedPluginName } from '../../plugins/projected.ts';
 import { secretPluginName } from '../../plugins/secret.ts';
@@ -103,7 +103,7 @@ function emptyDirSetUp(
     if (v.ctx.noswap) options.push('noswap');
     mount = `-t tmpfs${options.length > 0 ? ` -o ${options.join(',')}` : ''} tmpfs`;
   } else if (medium === 'HugePages' || medium.startsWith('HugePages-')) {
-    mount = `-t hugetlbfs -o pagesize=${hugePageSize(v.pod, medium)} nodev`;
+    mount = `-t hugetlbfs -o ${pageSizeMountOption(medium, v.pod)} nodev`;
   } else if (medium !== '') {
     throw new VolumeError('UnknownStorageMedium', `unknown storage medium "${medium}"`);
   }

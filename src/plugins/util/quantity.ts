@@ -36,10 +36,13 @@ const BINARY_SUFFIXES: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40
 
 export class QuantityError extends Error {
   readonly input: string;
+  /** Go's error text alone (ErrFormatWrong, ErrNumeric, ErrSuffix...), for messages that quote kubelet's. */
+  readonly reason: string;
   constructor(input: string, reason: string) {
     super(`invalid quantity ${JSON.stringify(input)}: ${reason}`);
     this.name = 'QuantityError';
     this.input = input;
+    this.reason = reason;
   }
 }
 
@@ -190,4 +193,54 @@ export function isZeroQuantity(q: Quantity): boolean {
 /** Shorthand for byte sizes such as emptyDir sizeLimit: parse, then Value(). */
 export function parseBytes(input: string): bigint {
   return quantityValue(parseQuantity(input));
+}
+
+const DECIMAL_SUFFIX_BY_EXPONENT: Record<number, string> = {
+  [-9]: 'n',
+  [-6]: 'u',
+  [-3]: 'm',
+  0: '',
+  3: 'k',
+  6: 'M',
+  9: 'G',
+  12: 'T',
+  15: 'P',
+  18: 'E',
+};
+const BINARY_SUFFIX_BY_POWER = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'];
+
+/**
+ * Quantity.String(): the canonical form ("2048Ki" prints as "2Mi", "2000000"
+ * as "2M"). Binary values that are not whole or lie in (-1024, 1024) print in
+ * decimal SI, as Go's CanonicalizeBytes does.
+ */
+export function formatQuantity(q: Quantity): string {
+  if (q.nanos === 0n) return '0';
+  const negative = q.nanos < 0n;
+  const mag = negative ? -q.nanos : q.nanos;
+  const sign = negative ? '-' : '';
+  if (q.format === 'BinarySI' && mag % NANO === 0n && mag / NANO >= 1024n) {
+    let amount = mag / NANO;
+    let power = 0;
+    while (power < 6 && amount % 1024n === 0n) {
+      amount /= 1024n;
+      power++;
+    }
+    return `${sign}${amount}${BINARY_SUFFIX_BY_POWER[power]}`;
+  }
+  let amount = mag;
+  let exponent = -9;
+  while (amount % 10n === 0n) {
+    amount /= 10n;
+    exponent++;
+  }
+  const r = ((exponent % 3) + 3) % 3;
+  amount *= 10n ** BigInt(r);
+  exponent -= r;
+  if (q.format === 'DecimalExponent') return `${sign}${amount}${exponent === 0 ? '' : `e${exponent}`}`;
+  while (exponent > 18) {
+    amount *= 1000n;
+    exponent -= 3;
+  }
+  return `${sign}${amount}${DECIMAL_SUFFIX_BY_EXPONENT[exponent]}`;
 }

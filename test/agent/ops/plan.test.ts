@@ -312,7 +312,7 @@ test('plan names what must be fetched from the API server and where its files go
   assert.ok(lines('bundle').includes(`write ${bundle}/..<timestamp>/ns (mode 0644, 4 bytes)`));
   // A failing SetUp is one skip line and no half plan.
   assert.deepEqual(lines('huge'), [
-    'skip volume huge: HugePagesNotRequested: hugePages storage requested, but there is no resource request for huge pages',
+    'skip volume huge: HugePagesNotRequested: medium HugePages: hugePages storage requested, but there is no resource request for huge pages',
   ]);
   assert.equal(plan.steps.filter((s) => s.volume === 'huge').length, 1);
 });
