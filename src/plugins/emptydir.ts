@@ -246,7 +246,8 @@ class EmptyDirMounter implements Mounter {
     }
     // kubelet applies fsGroup whatever the outcome (errors ignored), and never
     // honours fsGroupChangePolicy on an emptyDir: it is always walked.
-    if (args.fsGroup !== undefined) await setVolumeOwnership(dir, args.fsGroup, false).catch(() => {});
+    if (args.fsGroup !== undefined)
+      await setVolumeOwnership(dir, args.fsGroup, { readOnly: false }).catch(() => {});
     if (failure !== undefined) throw failure;
     await setReady(meta);
   }

@@ -57,7 +57,9 @@ export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
           ? undefined
           : // These volumes are read-only to containers (Attributes.ReadOnly), so kubelet
             // adds only group-read: a 0600 token file becomes 0640, a 0644 file stays.
-            () => setVolumeOwnership(s.dir, s.args.fsGroup as number, true),
+            async () => {
+              await setVolumeOwnership(s.dir, s.args.fsGroup as number, { readOnly: true });
+            },
     });
   } catch (err) {
     // kubelet tears the wrapper down on any failure; doing that to a volume that
