@@ -3,17 +3,17 @@
 import assert from 'node:assert/strict';
 import { chmod, chown, lstat, mkdir, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { requiresPermissionChange, setVolumeOwnership } from '../../src/plugins/volume-ownership.ts';
 import { tempDir } from '../helpers/mountns.ts';
 
 const asRoot = process.getuid?.() === 0;
-const rootTest = (name: string, fn: Parameters<typeof test>[1]) =>
-  test(name, { skip: asRoot ? false : 'chown to another group needs root' }, fn as never);
+const rootTest = (name: string, fn: (t: TestContext) => Promise<void>) =>
+  test(name, { skip: asRoot ? false : 'chown to another group needs root' }, fn);
 
 const GID = 4321;
 
-async function tree(t: import('node:test').TestContext) {
+async function tree(t: TestContext) {
   const dir = await tempDir(t);
   await mkdir(join(dir, 'sub'));
   await writeFile(join(dir, 'sub', 'file'), 'x', { mode: 0o600 });
