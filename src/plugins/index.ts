@@ -3,6 +3,7 @@ import { configMapPlugin } from './configmap.ts';
 import { downwardAPIPlugin } from './downwardapi.ts';
 import { emptyDirPlugin } from './emptydir.ts';
 import { hostPathPlugin } from './hostpath.ts';
+import { imagePlugin } from './image.ts';
 import { projectedPlugin } from './projected.ts';
 import { secretPlugin } from './secret.ts';
 import type { VolumePlugin } from './types.ts';
@@ -15,5 +16,6 @@ export function probeVolumePlugins(): VolumePlugin[] {
     configMapPlugin(),
     secretPlugin(),
     projectedPlugin(),
+    imagePlugin(),
   ];
 }

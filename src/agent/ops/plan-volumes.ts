@@ -7,6 +7,7 @@ import { configMapPluginName } from '../../plugins/configmap.ts';
 import { downwardAPIPluginName } from '../../plugins/downwardapi.ts';
 import { emptyDirMemorySize, emptyDirPluginName, pageSizeMountOption } from '../../plugins/emptydir.ts';
 import { hostPathPluginName, validatePathNoBacksteps } from '../../plugins/hostpath.ts';
+import { imagePluginName } from '../../plugins/image.ts';
 import { projectedPluginName } from '../../plugins/projected.ts';
 import { secretPluginName } from '../../plugins/secret.ts';
 import { type MounterArgs, type Spec, VolumeError } from '../../plugins/types.ts';
@@ -362,6 +363,9 @@ export function planSetUp(emit: Emit, v: VolumePlanInput): void {
       wrappedSetUp(local, v, wrappedMedia[v.pluginName], files);
       break;
     }
+    case imagePluginName:
+      // Nothing on the host: the runtime mounts the image.
+      break;
     default:
       throw new VolumeError(
         'UnknownVolumeSource',

@@ -1,0 +1,76 @@
+// `image` volumes: kubelet's kubernetes.io/image plugin succeeds without
+// mounting (the runtime mounts the image); podvol reports them mounted,
+// with no host path, and leaves nothing on disk for them.
+import assert from 'node:assert/strict';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import type { V1Pod } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { VolumeManager } from '../../src/agent/volumemanager/volume-manager.ts';
+import { FakeMounter } from '../../src/mount/fake.ts';
+import { imagePluginName } from '../../src/plugins/image.ts';
+import { probeVolumePlugins } from '../../src/plugins/index.ts';
+import { VolumePluginMgr } from '../../src/plugins/plugin-manager.ts';
+import { createVolumeHost } from '../../src/volumehost/host.ts';
+
+const pod: V1Pod = {
+  metadata: { name: 'artifact', namespace: 'default', uid: 'img-1' },
+  spec: {
+    containers: [
+      {
+        name: 'app',
+        image: 'busybox',
+        volumeMounts: [
+          { name: 'model', mountPath: '/model' },
+          { name: 'scratch', mountPath: '/scratch' },
+        ],
+      },
+    ],
+    volumes: [
+      { name: 'model', image: { reference: 'quay.io/crio/artifact:v2', pullPolicy: 'IfNotPresent' } },
+      { name: 'scratch', emptyDir: {} },
+    ],
+  },
+};
+
+test('an image volume is set up without touching the host and torn down the same way', async (t) => {
+  const root = await mkdtemp(join(tmpdir(), 'podvol-image-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const mounter = new FakeMounter();
+  const pluginMgr = new VolumePluginMgr();
+  const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
+  pluginMgr.initPlugins(probeVolumePlugins(), host);
+  let pods = [pod];
+  const vm = new VolumeManager({
+    rootDir: root,
+    host,
+    pluginMgr,
+    mounter,
+    logger: pino({ level: 'silent' }),
+    pods: () => pods,
+    sourcesReady: () => true,
+  });
+  await vm.reconstruct();
+  const settle = async () => {
+    for (let i = 0; i < 5; i++) {
+      await vm.reconcileOnce();
+      await vm.executor.drain();
+    }
+  };
+  await settle();
+
+  const model = vm.status()[0].volumes.find((v) => v.name === 'model');
+  assert.deepEqual(
+    { state: model?.state, plugin: model?.plugin, path: model?.path, reason: model?.reason },
+    { state: 'mounted', plugin: imagePluginName, path: '', reason: '' },
+  );
+  assert.deepEqual(await readdir(join(root, 'pods/img-1/volumes')), ['kubernetes.io~empty-dir']);
+  assert.deepEqual(mounter.callsOf('mount'), [], 'nothing mounted');
+
+  pods = [];
+  vm.podsChanged();
+  await settle();
+  assert.deepEqual(vm.status(), []);
+});
