@@ -39,6 +39,13 @@ export interface EventBroadcasterOptions {
   logger?: Logger;
   /** Wall clock in ms since the epoch. */
   now?: () => number;
+  /** client-go's retry of a post that did not reach the server; tests shorten it. */
+  retry?: {
+    maxTries?: number;
+    sleepMs?: number;
+    sleep?: (ms: number) => Promise<void>;
+    random?: () => number;
+  };
 }
 
 // client-go tools/record defaults (events_cache.go, event.go).
@@ -48,6 +55,10 @@ const AGGREGATE_INTERVAL_MS = 600 * 1000;
 const SPAM_BURST = 25;
 const SPAM_QPS = 1 / 300;
 const MAX_QUEUED_EVENTS = 1000;
+// recordToSink: a post that did not reach the server is tried 12 times, 10 s apart
+// (the first pause randomized so clients do not retry in step after an outage).
+const MAX_TRIES_PER_EVENT = 12;
+const RETRY_SLEEP_MS = 10_000;
 
 /**
  * operation_executor's simple error for events: `<prefix> failed for volume "<name>" : <err>`
@@ -285,20 +296,36 @@ export function createEventBroadcaster(opts: EventBroadcasterOptions): EventBroa
     return core.createNamespacedEvent({ namespace: e.metadata.namespace ?? 'default', body });
   };
 
-  const send = async ({ event }: PendingEvent): Promise<void> => {
-    const result = correlator.correlate(event);
-    if (!result) {
-      logger?.debug(describe(event), 'Event rate limited for this object, dropped');
-      return;
-    }
-    const e = result.event;
+  const maxTries = opts.retry?.maxTries ?? MAX_TRIES_PER_EVENT;
+  const sleepMs = opts.retry?.sleepMs ?? RETRY_SLEEP_MS;
+  const random = opts.retry?.random ?? Math.random;
+  // Stopping cuts a pause short, so a dead API server cannot hold up shutdown for two minutes.
+  let wake: (() => void) | undefined;
+  const sleep =
+    opts.retry?.sleep ??
+    ((ms: number) =>
+      new Promise<void>((resolve) => {
+        if (stopped) return resolve();
+        const timer = setTimeout(resolve, ms);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      }));
+
+  /**
+   * client-go's recordEvent: true when done (sent, or refused by the server: a
+   * status error never gets better by retrying), false when worth another try
+   * (the request did not get an answer).
+   */
+  const recordEvent = async (key: string, e: CoreV1Event, patch: Correlated['patch']): Promise<boolean> => {
     const namespace = e.metadata.namespace ?? 'default';
     try {
       let saved: CoreV1Event;
-      if (result.patch) {
+      if (patch) {
         try {
           saved = await core.patchNamespacedEvent(
-            { name: e.metadata.name ?? '', namespace, body: result.patch },
+            { name: e.metadata.name ?? '', namespace, body: patch },
             setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
           );
         } catch (err) {
@@ -309,11 +336,41 @@ export function createEventBroadcaster(opts: EventBroadcasterOptions): EventBroa
       } else {
         saved = await create(e);
       }
-      correlator.updateState(result.key, saved);
+      correlator.updateState(key, saved);
+      return true;
     } catch (err) {
       const fields = { ...describe(e), err: describeKubeError(err) };
-      if (kubeErrorCode(err) === 409) logger?.debug(fields, 'Server rejected event (will not retry!)');
-      else logger?.warn(fields, 'Unable to write event (dropped)');
+      const code = kubeErrorCode(err);
+      if (code === 409) {
+        logger?.debug(fields, 'Server rejected event (will not retry!)');
+        return true;
+      }
+      if (code !== undefined) {
+        logger?.warn(fields, 'Server rejected event (will not retry!)');
+        return true;
+      }
+      logger?.warn(fields, 'Unable to write event (may retry after sleeping)');
+      return false;
+    }
+  };
+
+  const send = async ({ event }: PendingEvent): Promise<void> => {
+    const result = correlator.correlate(event);
+    if (!result) {
+      logger?.debug(describe(event), 'Event rate limited for this object, dropped');
+      return;
+    }
+    for (let tries = 1; ; tries++) {
+      if (await recordEvent(result.key, result.event, result.patch)) return;
+      if (tries >= maxTries) {
+        logger?.error(describe(result.event), 'Unable to write event (retry limit exceeded!)');
+        return;
+      }
+      if (stopped) {
+        logger?.warn(describe(result.event), 'Unable to write event (stopping, dropped)');
+        return;
+      }
+      await sleep(tries === 1 ? sleepMs * random() : sleepMs);
     }
   };
 
@@ -366,6 +423,7 @@ export function createEventBroadcaster(opts: EventBroadcasterOptions): EventBroa
 
     stop() {
       stopped = true;
+      wake?.();
     },
   };
 }

@@ -8,7 +8,7 @@ import {
 } from '../../../src/volumehost/kube/events.ts';
 import type { KubeObj, TestApiServer } from '../../apiserver/server.ts';
 import { recordingLogger } from '../../helpers/logger.ts';
-import { kubeEnv } from './env.ts';
+import { kubeEnv, waitFor } from './env.ts';
 
 const T0 = Date.UTC(2030, 4, 6, 7, 8, 9, 123);
 
@@ -21,7 +21,10 @@ interface Env {
   events(): KubeObj[];
 }
 
-async function setup(t: TestContext): Promise<Env> {
+async function setup(
+  t: TestContext,
+  retry?: { maxTries?: number; sleepMs?: number; sleep?: (ms: number) => Promise<void> },
+): Promise<Env> {
   const { api, kc } = await kubeEnv(t);
   const pod = api.store.create('pods', {
     metadata: { name: 'web-0', namespace: 'shop' },
@@ -37,6 +40,7 @@ async function setup(t: TestContext): Promise<Env> {
     instance: 'podvol-node-a',
     logger,
     now: () => clock,
+    retry: retry ?? { sleep: async () => {} },
   });
   t.after(async () => {
     rec.stop();
@@ -211,12 +215,53 @@ describe('event recorder against an API server', () => {
     assert.doesNotMatch(JSON.stringify(env.logs), /secret stuff/);
   });
 
-  test('an unreachable API server does not break the caller', async (t) => {
-    const env = await setup(t);
+  test('an unreachable API server does not break the caller; the post is retried 12 times, then dropped', async (t) => {
+    const pauses: number[] = [];
+    const env = await setup(t, {
+      sleep: async (ms) => {
+        pauses.push(ms);
+      },
+    });
     await env.api.hooks.down();
     env.rec.eventf(env.pod, 'Warning', 'FailedMount', 'x');
     await env.rec.flush();
-    assert.equal(env.logs.filter((l) => l.level === 'warn').length, 1);
+    assert.equal(
+      env.logs.filter((l) => l.msg === 'Unable to write event (may retry after sleeping)').length,
+      12,
+    );
+    assert.equal(env.logs.filter((l) => l.msg === 'Unable to write event (retry limit exceeded!)').length, 1);
+    // client-go: the first pause is randomized within 10 s, the others are 10 s.
+    assert.equal(pauses.length, 11);
+    assert.ok(pauses[0] >= 0 && pauses[0] <= 10_000);
+    assert.deepEqual(pauses.slice(1), Array(10).fill(10_000));
+    await env.api.hooks.up();
+  });
+
+  test('a post that failed because the API server was down arrives once it is back', async (t) => {
+    let env: Env | undefined;
+    env = await setup(t, {
+      sleep: async () => {
+        await env?.api.hooks.up();
+      },
+    });
+    await env.api.hooks.down();
+    env.rec.eventf(env.pod, 'Warning', 'FailedMount', 'MountVolume.SetUp failed for volume "x" : boom');
+    await env.rec.flush();
+    const evs = env.events();
+    assert.equal(evs.length, 1);
+    assert.equal(evs[0].message, 'MountVolume.SetUp failed for volume "x" : boom');
+  });
+
+  test('stop() cuts a retry pause short, so shutdown is not held up by a dead API server', async (t) => {
+    const env = await setup(t, { sleepMs: 3_600_000 });
+    await env.api.hooks.down();
+    env.rec.eventf(env.pod, 'Warning', 'FailedMount', 'x');
+    await waitFor('a failed post', () =>
+      env.logs.some((l) => l.msg === 'Unable to write event (may retry after sleeping)'),
+    );
+    env.rec.stop();
+    await env.rec.flush();
+    assert.ok(env.logs.some((l) => l.msg === 'Unable to write event (stopping, dropped)'));
     await env.api.hooks.up();
   });
 
