@@ -56,9 +56,12 @@ export function createMetrics(src: MetricsSources): Metrics {
     registers,
     collect() {
       this.reset();
+      // kubelet's collector emits only the (plugin, state) pairs it counted: no zero series.
       for (const c of src.volumeCounts()) {
-        this.set({ plugin_name: c.plugin || 'N/A', state: 'desired_state_of_world' }, c.desired);
-        this.set({ plugin_name: c.plugin || 'N/A', state: 'actual_state_of_world' }, c.actual);
+        if (c.desired > 0)
+          this.set({ plugin_name: c.plugin || 'N/A', state: 'desired_state_of_world' }, c.desired);
+        if (c.actual > 0)
+          this.set({ plugin_name: c.plugin || 'N/A', state: 'actual_state_of_world' }, c.actual);
       }
     },
   });
