@@ -81,7 +81,7 @@ export interface MountMedium {
 }
 
 /** kubelet's getPageSize: the `pagesize=` option of the hugetlbfs mounted at `dir`, with an `i` appended. */
-async function mountedPageSize(mounter: MountInterface, dir: string): Promise<Quantity> {
+async function mountedPageSize(mounter: mount.Interface, dir: string): Promise<Quantity> {
   const entry = (await mounter.list()).find((m) => m.mountPoint === dir);
   if (!entry) throw new VolumeError('HugePagesSizeUnknown', `mount point for ${dir} not found`);
   const opt = [...(entry.mountOptions ?? []), ...(entry.superOptions ?? [])]
