@@ -2,9 +2,10 @@
 // API-backed half of the volume host (secrets, configMaps, tokens, trust
 // bundles, CSIDrivers, node info, Events).
 import { hostname } from 'node:os';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
 import type { ClusterBackend } from '../volumehost/host.ts';
+import { ClaimWatches } from '../volumehost/kube/claims.ts';
 import { loadKubeConfig } from '../volumehost/kube/config.ts';
 import { CSIDriverInformer } from '../volumehost/kube/csidriver-informer.ts';
 import { createEventBroadcaster } from '../volumehost/kube/events.ts';
@@ -14,6 +15,7 @@ import { createTokenManager } from '../volumehost/kube/token-manager.ts';
 import { createTrustBundleManager } from '../volumehost/kube/trust-bundles.ts';
 import { ApiPodSource } from './pods/api-source.ts';
 import type { PodSource } from './pods/types.ts';
+import { type ClaimLookup, claimNameOf } from './volumemanager/claims.ts';
 
 export interface Cluster {
   sources: PodSource[];
@@ -24,6 +26,9 @@ export interface Cluster {
   podsChanged(pods: V1Pod[]): void;
   /** Called with (kind, namespace, name) when a watched secret or configMap changes. */
   onObjectChange(listener: (kind: 'secret' | 'configmap', namespace: string, name: string) => void): void;
+  /** PersistentVolumeClaims and their PersistentVolumes, watched while pods refer to them. */
+  claims: ClaimLookup & { onChange(listener: () => void): () => void };
+  kubeConfig: KubeConfig;
   stop(): Promise<void>;
 }
 
@@ -37,11 +42,18 @@ export interface ConnectOptions {
 }
 
 /** The secrets and configMaps a pod's volumes reference, as "namespace/name". */
-export function referencedObjects(pod: V1Pod): { secrets: Set<string>; configMaps: Set<string> } {
+export function referencedObjects(pod: V1Pod): {
+  secrets: Set<string>;
+  configMaps: Set<string>;
+  claims: Set<string>;
+} {
   const ns = pod.metadata?.namespace ?? 'default';
   const secrets = new Set<string>();
   const configMaps = new Set<string>();
+  const claims = new Set<string>();
   for (const v of pod.spec?.volumes ?? []) {
+    const claim = v ? claimNameOf(pod, v) : undefined;
+    if (claim) claims.add(`${ns}/${claim}`);
     if (v.secret?.secretName) secrets.add(`${ns}/${v.secret.secretName}`);
     if (v.configMap?.name) configMaps.add(`${ns}/${v.configMap.name}`);
     for (const s of v.projected?.sources ?? []) {
@@ -49,7 +61,7 @@ export function referencedObjects(pod: V1Pod): { secrets: Set<string>; configMap
       if (s.configMap?.name) configMaps.add(`${ns}/${s.configMap.name}`);
     }
   }
-  return { secrets, configMaps };
+  return { secrets, configMaps, claims };
 }
 
 /**
@@ -113,6 +125,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   const node = new NodeInfo({ ...tuning, nodeName: o.nodeName });
   const secrets = newSecretCache(tuning);
   const configMaps = newConfigMapCache(tuning);
+  const claims = new ClaimWatches(tuning);
   const tokens = createTokenManager({ kubeConfig, logger });
   const trustBundles = createTrustBundleManager({ kubeConfig, logger });
   const events = createEventBroadcaster({
@@ -129,7 +142,12 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   void csiDrivers.start();
   void node.start();
 
-  const registered = new Map<string, { secrets: Set<string>; configMaps: Set<string> }>();
+  const registered = new Map<string, ReturnType<typeof referencedObjects>>();
+  const none = () => ({
+    secrets: new Set<string>(),
+    configMaps: new Set<string>(),
+    claims: new Set<string>(),
+  });
   const split = (key: string) => [key.slice(0, key.indexOf('/')), key.slice(key.indexOf('/') + 1)] as const;
 
   return {
@@ -159,7 +177,9 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
         if (!uid) continue;
         seen.add(uid);
         const next = referencedObjects(pod);
-        const prev = registered.get(uid) ?? { secrets: new Set<string>(), configMaps: new Set<string>() };
+        const prev = registered.get(uid) ?? none();
+        for (const k of next.claims) if (!prev.claims.has(k)) claims.registerClaim(...split(k), uid);
+        for (const k of prev.claims) if (!next.claims.has(k)) claims.unregisterClaim(...split(k), uid);
         for (const k of next.secrets) if (!prev.secrets.has(k)) secrets.register(...split(k), uid);
         for (const k of next.configMaps) if (!prev.configMaps.has(k)) configMaps.register(...split(k), uid);
         for (const k of prev.secrets) if (!next.secrets.has(k)) secrets.unregister(...split(k), uid);
@@ -170,6 +190,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
         if (seen.has(uid)) continue;
         for (const k of prev.secrets) secrets.unregister(...split(k), uid);
         for (const k of prev.configMaps) configMaps.unregister(...split(k), uid);
+        for (const k of prev.claims) claims.unregisterClaim(...split(k), uid);
         registered.delete(uid);
       }
     },
@@ -177,10 +198,12 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
       secrets.onChange((ns, name) => listener('secret', ns, name));
       configMaps.onChange((ns, name) => listener('configmap', ns, name));
     },
+    claims,
+    kubeConfig,
     async stop() {
       tokens.stop();
       events.stop();
-      await Promise.all([csiDrivers.stop(), node.stop(), secrets.stop(), configMaps.stop()]);
+      await Promise.all([csiDrivers.stop(), node.stop(), secrets.stop(), configMaps.stop(), claims.stop()]);
     },
   };
 }

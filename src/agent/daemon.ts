@@ -6,12 +6,18 @@ import { resolve } from 'node:path';
 import type { Logger } from '../logger.ts';
 import { createLinuxMounter } from '../mount/linux.ts';
 import type * as mount from '../mount/types.ts';
+import { csiPlugin, csiPluginName } from '../plugins/csi/csi-plugin.ts';
+import { DriversStore } from '../plugins/csi/drivers.ts';
+import { loadCSIProto } from '../plugins/csi/grpc.ts';
+import { csiRegistrationHandler, noNodeInfo } from '../plugins/csi/registration.ts';
 import { probeVolumePlugins } from '../plugins/index.ts';
 import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import { createVolumeHost } from '../volumehost/host.ts';
+import { createCSINodeInfoManager } from '../volumehost/kube/csinode.ts';
 import { type Cluster, referencedObjects } from './cluster.ts';
 import { createHttpServer } from './http.ts';
 import { createMetrics } from './metrics.ts';
+import { PluginWatcher } from './plugin-watcher.ts';
 import { createPodManager } from './pod-manager.ts';
 import { createStaticPodSource } from './pods/static-source.ts';
 import type { PodSource } from './pods/types.ts';
@@ -62,7 +68,27 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     logger: log,
     onAgentError: (err) => err && log.error({ err: err.message }, 'volume host error'),
   });
-  pluginMgr.initPlugins(probeVolumePlugins(), host);
+  const drivers = new DriversStore();
+  const csiProto = loadCSIProto();
+  const csi = csiPlugin({
+    drivers,
+    proto: csiProto,
+    observe: (driver, method, code, seconds) => metrics.csiOperation(driver, method, code, seconds),
+  });
+  pluginMgr.initPlugins([...probeVolumePlugins(), csi], host);
+  // kubelet's plugin manager: CSI drivers register through <root>/plugins_registry.
+  const pluginWatcher = new PluginWatcher({
+    dir: resolve(rootDir, 'plugins_registry'),
+    logger: log,
+    handlers: {
+      CSIPlugin: csiRegistrationHandler({
+        drivers,
+        proto: csiProto,
+        logger: log,
+        nodeInfo: o.cluster ? createCSINodeInfoManager(o.cluster.kubeConfig, o.nodeName) : noNodeInfo,
+      }),
+    },
+  });
 
   let vm: VolumeManager;
   const metrics = createMetrics({
@@ -99,7 +125,15 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     sourcesReady: () => podManager.allSourcesReady(),
     metrics,
     resyncPeriodMs: o.syncFrequencyMs,
+    claims: o.cluster?.claims,
+    housekeeping: async () => {
+      for (const v of await csi.cleanupOrphanedStagedVolumes())
+        log.info({ volume: v }, 'unstaged orphaned CSI volume');
+    },
   });
+  // A driver that registers (again) is used at once by the volumes waiting for it.
+  drivers.onChange(() => vm.retryPlugin(csiPluginName));
+  o.cluster?.claims.onChange(() => vm.podsChanged());
   const podsChanged = () => {
     o.cluster?.podsChanged(podManager.pods());
     vm.podsChanged();
@@ -142,6 +176,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   });
   // Reconstruction happens before any source can make the reconciler unmount.
   await vm.start();
+  await pluginWatcher.start();
   for (const s of sources) await s.start();
   podsChanged();
   log.info(
@@ -160,6 +195,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     server,
     async stop() {
       await Promise.all(sources.map((s) => s.stop()));
+      await pluginWatcher.stop();
       await o.cluster?.stop();
       await vm.stop();
       await new Promise<void>((res) => server.close(() => res()));

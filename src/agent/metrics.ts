@@ -25,6 +25,8 @@ export interface MetricsSources {
 
 export interface Metrics extends VolumeManagerMetrics {
   registry: Registry;
+  /** kubelet's csi_operations_seconds: one gRPC call to a CSI driver. */
+  csiOperation(driver: string, method: string, grpcStatus: string, seconds: number): void;
 }
 
 export function createMetrics(src: MetricsSources): Metrics {
@@ -140,6 +142,13 @@ export function createMetrics(src: MetricsSources): Metrics {
       }
     },
   });
+  const csiOps = new client.Histogram({
+    name: 'csi_operations_seconds',
+    help: 'Container Storage Interface operation duration with gRPC error code status total',
+    labelNames: ['driver_name', 'method_name', 'grpc_status_code', 'migrated'],
+    buckets: storageBuckets,
+    registers,
+  });
   new client.Gauge({
     name: 'podvol_build_info',
     help: 'podvol version and the Node.js it runs on',
@@ -165,6 +174,12 @@ export function createMetrics(src: MetricsSources): Metrics {
     },
     reconcile(seconds) {
       reconcileDuration.observe(seconds);
+    },
+    csiOperation(driver, method, grpcStatus, seconds) {
+      csiOps.observe(
+        { driver_name: driver, method_name: method, grpc_status_code: grpcStatus, migrated: 'false' },
+        seconds,
+      );
     },
     reconstructed(ok) {
       reconstructTotal.inc();

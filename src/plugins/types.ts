@@ -6,13 +6,15 @@ import type { VolumeHost } from '../volumehost/types.ts';
 
 /** kubelet's volume.Spec: an inline pod volume or a persistent volume. */
 export interface Spec {
+  /** The pod's volume entry (for a resolved claim: the entry naming the claim). */
   volume?: V1Volume;
   persistentVolume?: V1PersistentVolume;
   readOnly: boolean;
 }
 
+/** kubelet's spec.Name(): the PersistentVolume's name when there is one (a resolved claim), else the pod volume's. */
 export function specName(spec: Spec): string {
-  return spec.volume?.name ?? spec.persistentVolume?.metadata?.name ?? '';
+  return spec.persistentVolume?.metadata?.name ?? spec.volume?.name ?? '';
 }
 
 export interface MounterArgs {

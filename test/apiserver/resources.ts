@@ -64,6 +64,8 @@ export function resourceTable(opts: ResourceOptions = {}): ResourceDef[] {
     core('nodes', 'node', 'Node', false, ['spec.unschedulable'], ['status']),
     core('secrets', 'secret', 'Secret', true, ['type']),
     core('configmaps', 'configmap', 'ConfigMap', true),
+    core('persistentvolumeclaims', 'persistentvolumeclaim', 'PersistentVolumeClaim', true, [], ['status']),
+    core('persistentvolumes', 'persistentvolume', 'PersistentVolume', false, [], ['status']),
     core('serviceaccounts', 'serviceaccount', 'ServiceAccount', true, [], ['token']),
     core('events', 'event', 'Event', true, [
       'involvedObject.kind',
@@ -106,6 +108,28 @@ export function resourceTable(opts: ResourceOptions = {}): ResourceDef[] {
       namespaced: false,
       fieldLabels: metaFields,
       subresources: [],
+    },
+    {
+      id: 'csinodes.storage.k8s.io',
+      group: 'storage.k8s.io',
+      versions: ['v1'],
+      plural: 'csinodes',
+      singular: 'csinode',
+      kind: 'CSINode',
+      namespaced: false,
+      fieldLabels: metaFields,
+      subresources: [],
+    },
+    {
+      id: 'volumeattachments.storage.k8s.io',
+      group: 'storage.k8s.io',
+      versions: ['v1'],
+      plural: 'volumeattachments',
+      singular: 'volumeattachment',
+      kind: 'VolumeAttachment',
+      namespaced: false,
+      fieldLabels: metaFields,
+      subresources: ['status'],
     },
   ];
   if (ctbVersions.length > 0) {

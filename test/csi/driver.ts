@@ -203,12 +203,34 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
     NodeExpandVolume: async (req) => ({ capacity_bytes: req.capacity_range?.required_bytes ?? '0' }),
   };
 
+  // A delayed (hanging) call ends when the driver stops, as it would if the process died.
+  const sleeping = new Set<() => void>();
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve, reject) => {
+      const wake = () => {
+        clearTimeout(timer);
+        sleeping.delete(wake);
+        reject(new CallError(grpc.status.UNAVAILABLE, 'driver stopped'));
+      };
+      const timer = setTimeout(() => {
+        sleeping.delete(wake);
+        resolve();
+      }, ms);
+      sleeping.add(wake);
+    });
+  const log = (rec: CallRecord) => {
+    try {
+      appendFileSync(callsPath(stateDir), `${JSON.stringify(rec)}\n`);
+    } catch {
+      // The test that owned the state directory is over.
+    }
+  };
   const wrap = (method: string) => {
     return (call: grpc.ServerUnaryCall<Record<string, unknown>, object>, cb: grpc.sendUnaryData<object>) => {
       const run = async () => {
         const cfg = readDriverConfig(stateDir);
         const delay = cfg.delays?.[method];
-        if (delay) await new Promise((r) => setTimeout(r, delay));
+        if (delay) await sleep(delay);
         const injected = cfg.errors?.[method];
         if (injected) {
           if (injected.times !== undefined) {
@@ -225,18 +247,12 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
       };
       run().then(
         (res) => {
-          appendFileSync(
-            callsPath(stateDir),
-            `${JSON.stringify({ method, request: call.request, code: 0, at: Date.now() })}\n`,
-          );
+          log({ method, request: call.request, code: 0, at: Date.now() });
           cb(null, res);
         },
         (err: unknown) => {
           const code = err instanceof CallError ? err.code : grpc.status.INTERNAL;
-          appendFileSync(
-            callsPath(stateDir),
-            `${JSON.stringify({ method, request: call.request, code, at: Date.now() })}\n`,
-          );
+          log({ method, request: call.request, code, at: Date.now() });
           cb({
             code,
             details: (err as Error).message,
@@ -273,6 +289,7 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
     socket,
     stop: () =>
       new Promise<void>((resolve) => {
+        for (const wake of [...sleeping]) wake();
         server.tryShutdown(() => {
           rmSync(socket, { force: true });
           resolve();

@@ -11,6 +11,8 @@ export interface MountedVolume {
   podNamespace: string;
   podName: string;
   volumeName: string;
+  /** The volume directory's name (the PersistentVolume's name for a claim); see VolumeToMount. */
+  innerName: string;
   pluginName: string;
   spec: Spec;
   path: string;

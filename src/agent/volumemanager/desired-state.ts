@@ -3,9 +3,10 @@
 // no plugin) stays in the desired state with its problem, so /status shows why.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
-import { reasonOf, type Spec } from '../../plugins/types.ts';
+import { reasonOf, type Spec, specName } from '../../plugins/types.ts';
 import { usedVolumeNames, validatePodVolumes } from '../../plugins/validation.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
+import { type ClaimLookup, claimNameOf, resolveClaimVolume } from './claims.ts';
 
 export interface Problem {
   reason: string;
@@ -16,6 +17,11 @@ export interface VolumeToMount {
   key: string;
   podUID: string;
   volumeName: string;
+  /**
+   * kubelet's InnerVolumeSpecName: the name of the volume directory, which is
+   * the PersistentVolume's name for a claim and the pod's volume name otherwise.
+   */
+  innerName: string;
   pluginName?: string;
   spec?: Spec;
   path?: string;
@@ -23,6 +29,8 @@ export interface VolumeToMount {
   problem?: Problem;
   /** When this volume of this pod was first desired (ms since the epoch): its age in `podvol status`. */
   since: number;
+  /** Set on volumes whose problem may clear when a claim or volume object changes. */
+  waitsForClaim?: boolean;
 }
 
 export interface DesiredPod {
@@ -41,35 +49,53 @@ const fingerprintOf = (pod: V1Pod) =>
 function volumesOf(
   pod: V1Pod,
   pluginMgr: VolumePluginMgr,
-  host: VolumeHost,
+  claims: ClaimLookup | undefined,
+  prev: DesiredPod | undefined,
   since: (key: string) => number,
 ): Map<string, VolumeToMount> {
   const uid = pod.metadata?.uid ?? '';
   const problems = validatePodVolumes(pod);
   const used = usedVolumeNames(pod);
   const out = new Map<string, VolumeToMount>();
-  const add = (name: string, v: Omit<VolumeToMount, 'key' | 'podUID' | 'volumeName' | 'since'>) => {
+  const add = (
+    name: string,
+    v: Omit<VolumeToMount, 'key' | 'podUID' | 'volumeName' | 'since' | 'innerName'> & { innerName?: string },
+  ) => {
     const key = volumeKey(uid, name);
-    out.set(name, { key, podUID: uid, volumeName: name, since: since(key), ...v });
+    out.set(name, { key, podUID: uid, volumeName: name, since: since(key), innerName: name, ...v });
   };
 
   for (const [name, problem] of problems) add(name, { requiresRemount: false, problem });
   for (const volume of pod.spec?.volumes ?? []) {
     const name = volume?.name;
     if (typeof name !== 'string' || out.has(name) || !used.has(name)) continue;
-    const spec: Spec = { volume, readOnly: false };
+    const isClaim = claimNameOf(pod, volume) !== undefined;
+    // kubelet resolves a pod's claims once: a claim deleted or rebound under a
+    // running pod does not take its volume away.
+    const before = prev?.volumes.get(name);
+    if (isClaim && before && !before.problem) {
+      out.set(name, before);
+      continue;
+    }
     try {
+      const spec: Spec = isClaim ? resolveClaimVolume(pod, volume, claims) : { volume, readOnly: false };
       const plugin = pluginMgr.findPluginBySpec(spec);
       const path = plugin.newMounter(spec, pod).getPath();
-      add(name, { pluginName: plugin.name, spec, path, requiresRemount: plugin.requiresRemount(spec) });
+      add(name, {
+        pluginName: plugin.name,
+        spec,
+        path,
+        innerName: specName(spec),
+        requiresRemount: plugin.requiresRemount(spec),
+      });
     } catch (err) {
       add(name, {
         requiresRemount: false,
+        waitsForClaim: isClaim,
         problem: { reason: reasonOf(err, 'UnknownVolumeSource'), message: (err as Error).message },
       });
     }
   }
-  void host;
   return out;
 }
 
@@ -86,7 +112,8 @@ export class DesiredStateOfWorld {
    * Replaces the desired pods. Returns the UIDs of pods kept whose rendered
    * content changed, so the caller can mark their volumes for remount.
    */
-  replace(pods: V1Pod[], pluginMgr: VolumePluginMgr, host: VolumeHost): string[] {
+  replace(pods: V1Pod[], pluginMgr: VolumePluginMgr, host: VolumeHost, claims?: ClaimLookup): string[] {
+    void host;
     const changed: string[] = [];
     const seen = new Set<string>();
     for (const pod of pods) {
@@ -95,14 +122,15 @@ export class DesiredStateOfWorld {
       seen.add(uid);
       const prev = this.#pods.get(uid);
       const fingerprint = fingerprintOf(pod);
-      if (prev && prev.pod === pod) continue;
+      // An unchanged pod is evaluated again only while one of its claims is not usable yet.
+      if (prev && prev.pod === pod && ![...prev.volumes.values()].some((v) => v.waitsForClaim)) continue;
       if (prev && prev.fingerprint !== fingerprint) changed.push(uid);
       const since = (key: string) => {
         const t = this.#firstDesired.get(key) ?? this.#now();
         this.#firstDesired.set(key, t);
         return t;
       };
-      this.#pods.set(uid, { uid, pod, fingerprint, volumes: volumesOf(pod, pluginMgr, host, since) });
+      this.#pods.set(uid, { uid, pod, fingerprint, volumes: volumesOf(pod, pluginMgr, claims, prev, since) });
     }
     for (const uid of this.#pods.keys()) if (!seen.has(uid)) this.#pods.delete(uid);
     for (const key of this.#firstDesired.keys())

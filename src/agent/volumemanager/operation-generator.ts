@@ -51,6 +51,7 @@ export async function mountVolume(
     podNamespace: pod.metadata?.namespace ?? '',
     podName: pod.metadata?.name ?? '',
     volumeName: d.volumeName,
+    innerName: d.innerName,
     pluginName,
     spec,
     path: d.path ?? '',
@@ -74,6 +75,8 @@ export async function mountVolume(
       pluginName,
       volume: spec.volume ?? { name: d.volumeName },
       readOnly: spec.readOnly,
+      ...(d.innerName !== d.volumeName ? { innerName: d.innerName } : {}),
+      ...(spec.persistentVolume ? { persistentVolume: spec.persistentVolume } : {}),
     }).catch(() => {});
     await mounter.setUp(mounterArgsFor(pod));
   } catch (err) {
@@ -123,7 +126,7 @@ export async function unmountVolume(ctx: VolumeManagerContext, v: MountedVolume)
   };
   const t0 = performance.now();
   try {
-    await pluginMgr.findPluginByName(v.pluginName).newUnmounter(v.volumeName, v.podUID).tearDown();
+    await pluginMgr.findPluginByName(v.pluginName).newUnmounter(v.innerName, v.podUID).tearDown();
   } catch (err) {
     const seconds = (performance.now() - t0) / 1000;
     const reason = reasonOf(err, 'UnmountFailed');

@@ -3,6 +3,7 @@
 // downwardAPI, configMaps...) for a refresh every sync period.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { MountedVolume } from './actual-state.ts';
+import type { ClaimLookup } from './claims.ts';
 import type { VolumeManagerContext } from './context.ts';
 
 export interface PopulatorOptions {
@@ -11,6 +12,8 @@ export interface PopulatorOptions {
   /** kubelet's syncFrequency. */
   resyncPeriodMs: number;
   now: () => number;
+  /** PersistentVolumeClaims and PersistentVolumes (cluster mode). */
+  claims?: ClaimLookup;
 }
 
 export class DesiredStateOfWorldPopulator {
@@ -39,7 +42,7 @@ export class DesiredStateOfWorldPopulator {
     const { dsw, asw, pluginMgr, host } = this.#ctx;
     if (this.#podsDirty) {
       this.#podsDirty = false;
-      const changed = dsw.replace(this.#o.pods(), pluginMgr, host);
+      const changed = dsw.replace(this.#o.pods(), pluginMgr, host, this.#o.claims);
       for (const uid of changed) {
         asw.markRemountRequired(uid, (v) => dsw.volume(v.key)?.requiresRemount ?? false);
       }

@@ -6,7 +6,7 @@ import { reasonOf } from '../../plugins/types.ts';
 import { podsDir, podVolumesDir, unescapeQualifiedName } from '../../volumehost/paths.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { volumeKey } from './desired-state.ts';
-import { readRecord } from './records.ts';
+import { findRecordByInnerName } from './records.ts';
 
 /** kubelet's reconstructVolumes: every volume directory on disk becomes an uncertain ASW entry. */
 export async function reconstructVolumes(ctx: VolumeManagerContext): Promise<void> {
@@ -21,28 +21,39 @@ export async function reconstructVolumes(ctx: VolumeManagerContext): Promise<voi
   }
 }
 
-/** Adopts one volume found on disk (or in the mount table) into the actual state, unless already known. */
+/**
+ * Adopts one volume found on disk (or in the mount table) into the actual state,
+ * unless already known. `innerName` is the volume directory's name (a claim's
+ * PersistentVolume name); podvol's record maps it back to the pod's volume name.
+ */
 export async function reconstructVolume(
   ctx: VolumeManagerContext,
   uid: string,
   pluginName: string,
-  volumeName: string,
+  innerName: string,
 ): Promise<void> {
-  const key = volumeKey(uid, volumeName);
-  if (ctx.asw.get(key)) return;
   try {
     const plugin = ctx.pluginMgr.findPluginByName(pluginName);
-    const record = await readRecord(ctx.rootDir, uid, pluginName, volumeName);
-    const path = `${podVolumesDir(ctx.rootDir, uid)}/${plugin.name.replaceAll('/', '~')}/${volumeName}`;
+    const record = await findRecordByInnerName(ctx.rootDir, uid, pluginName, innerName);
+    const volumeName = record?.volumeName ?? innerName;
+    const key = volumeKey(uid, volumeName);
+    if (ctx.asw.get(key)) return;
+    const dir = `${podVolumesDir(ctx.rootDir, uid)}/${plugin.name.replaceAll('/', '~')}/${innerName}`;
     const spec = record
-      ? { volume: record.volume, readOnly: record.readOnly }
-      : plugin.constructVolumeSpec(volumeName, path);
+      ? { volume: record.volume, persistentVolume: record.persistentVolume, readOnly: record.readOnly }
+      : plugin.constructVolumeSpec(innerName, dir);
+    // The path the mounter reports (a CSI volume's is <dir>/mount), so /status matches a fresh mount.
+    let path = dir;
+    try {
+      path = plugin.newMounter(spec, { metadata: { uid } }).getPath();
+    } catch {}
     ctx.asw.set({
       key,
       podUID: uid,
       podNamespace: record?.podNamespace ?? '',
       podName: record?.podName ?? '',
       volumeName,
+      innerName,
       pluginName,
       spec,
       path,
@@ -60,7 +71,7 @@ export async function reconstructVolume(
     ctx.metrics.reconstructed(false);
     ctx.metrics.operationError('reconstruct', reasonOf(err, 'ReconstructFailed'));
     ctx.logger.error(
-      { podUID: uid, volume: volumeName, plugin: pluginName, err: (err as Error).message },
+      { podUID: uid, volume: innerName, plugin: pluginName, err: (err as Error).message },
       'could not reconstruct volume',
     );
   }

@@ -2,9 +2,9 @@
 // needs and the directory layout alone cannot tell (the full volume spec,
 // the pod's namespace and name). Kept beside the volumes, under the pod dir,
 // so removing the pod directory removes it too.
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { V1Volume } from '@kubernetes/client-node';
+import type { V1PersistentVolume, V1Volume } from '@kubernetes/client-node';
 import { escapeQualifiedName, podVolumeRecordsDir } from '../../volumehost/paths.ts';
 
 export interface VolumeRecord {
@@ -17,6 +17,10 @@ export interface VolumeRecord {
   /** The pod's volume entry; it names secrets and configMaps but holds no data. */
   volume: V1Volume;
   readOnly: boolean;
+  /** The volume directory's name when it is not volumeName (a claim's PersistentVolume name). */
+  innerName?: string;
+  /** The PersistentVolume a claim resolved to (no secrets: PVs only name them). */
+  persistentVolume?: V1PersistentVolume;
 }
 
 const recordPath = (root: string, podUID: string, pluginName: string, volumeName: string) =>
@@ -53,4 +57,27 @@ export async function removeRecord(
   volumeName: string,
 ): Promise<void> {
   await rm(recordPath(root, podUID, pluginName, volumeName), { force: true });
+}
+
+/** The record of the pod's volume whose directory is `innerName` (a claim's volume lives under the PV's name). */
+export async function findRecordByInnerName(
+  root: string,
+  podUID: string,
+  pluginName: string,
+  innerName: string,
+): Promise<VolumeRecord | undefined> {
+  const direct = await readRecord(root, podUID, pluginName, innerName);
+  if (direct && (direct.innerName ?? direct.volumeName) === innerName) return direct;
+  let names: string[];
+  try {
+    names = await readdir(join(podVolumeRecordsDir(root, podUID), escapeQualifiedName(pluginName)));
+  } catch {
+    return undefined;
+  }
+  for (const n of names) {
+    if (!n.endsWith('.json')) continue;
+    const r = await readRecord(root, podUID, pluginName, n.slice(0, -'.json'.length));
+    if (r && r.innerName === innerName) return r;
+  }
+  return undefined;
 }

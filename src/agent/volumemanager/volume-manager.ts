@@ -9,6 +9,7 @@ import type * as mount from '../../mount/types.ts';
 import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import { ActualStateOfWorld, type MountedVolume } from './actual-state.ts';
+import type { ClaimLookup } from './claims.ts';
 import type { VolumeManagerContext, VolumeManagerMetrics } from './context.ts';
 import { DesiredStateOfWorld } from './desired-state.ts';
 import { OperationExecutor } from './operation-executor.ts';
@@ -34,6 +35,10 @@ export interface VolumeManagerOptions {
   /** kubelet's syncFrequency: how often remount-requiring volumes (tokens, downwardAPI...) are refreshed. */
   resyncPeriodMs?: number;
   now?: () => number;
+  /** PersistentVolumeClaims and PersistentVolumes (cluster mode). */
+  claims?: ClaimLookup;
+  /** Extra housekeeping once the sources have synced (the CSI plugin's orphaned staged volumes). */
+  housekeeping?: () => Promise<void>;
 }
 
 const noMetrics: VolumeManagerMetrics = {
@@ -47,7 +52,8 @@ export class VolumeManager {
   readonly dsw = new DesiredStateOfWorld();
   readonly asw = new ActualStateOfWorld();
   readonly executor: OperationExecutor;
-  readonly #o: Required<Omit<VolumeManagerOptions, 'metrics'>> & { metrics: VolumeManagerMetrics };
+  readonly #o: Required<Omit<VolumeManagerOptions, 'metrics' | 'claims' | 'housekeeping'>> &
+    Pick<VolumeManagerOptions, 'claims' | 'housekeeping'> & { metrics: VolumeManagerMetrics };
   readonly #ctx: VolumeManagerContext;
   readonly #populator: DesiredStateOfWorldPopulator;
   #timer: NodeJS.Timeout | undefined;
@@ -87,6 +93,7 @@ export class VolumeManager {
       pods: this.#o.pods,
       resyncPeriodMs: this.#o.resyncPeriodMs,
       now: this.#o.now,
+      claims: this.#o.claims,
     });
   }
 
@@ -117,6 +124,12 @@ export class VolumeManager {
   /** An object a remount-requiring volume renders changed (e.g. a configMap): refresh those volumes. */
   markRemountRequired(predicate: (v: MountedVolume) => boolean): void {
     this.#populator.markRemountRequired(predicate);
+  }
+
+  /** Something a plugin waits for appeared (a CSI driver registered): retry its volumes now, not after backoff. */
+  retryPlugin(pluginName: string): void {
+    for (const d of this.dsw.volumesToMount()) if (d.pluginName === pluginName) this.executor.forget(d.key);
+    for (const v of this.asw.all()) if (v.pluginName === pluginName) this.executor.forget(v.key);
   }
 
   isAlive(): boolean {
@@ -151,6 +164,9 @@ export class VolumeManager {
       if (ready && this.#o.now() - this.#lastHousekeeping >= this.#o.housekeepingPeriodMs) {
         this.#lastHousekeeping = this.#o.now();
         await cleanupOrphanedPodDirs(this.#ctx, this.#housekeepingErrors);
+        await this.#o
+          .housekeeping?.()
+          .catch((err: Error) => this.#o.logger.warn({ err: err.message }, 'housekeeping failed'));
       }
     } catch (err) {
       this.#o.logger.error({ err: (err as Error).message }, 'reconciler pass failed');

@@ -1,7 +1,16 @@
 // kubelet's csiClient (csi_client.go): one method per CSI Node/Identity call,
 // each on a fresh unix-socket connection with a two-minute deadline. Requests
 // use the proto's field names; responses come back with proto defaults filled.
-import { type CSIProto, csiCallTimeoutMs, grpc, loadCSIProto, unary, unixClient } from './grpc.ts';
+import {
+  type CSIProto,
+  codeName,
+  csiCallTimeoutMs,
+  grpc,
+  grpcCode,
+  loadCSIProto,
+  unary,
+  unixClient,
+} from './grpc.ts';
 
 export type AccessMode =
   | 'SINGLE_NODE_WRITER'
@@ -73,8 +82,8 @@ export interface NodeExpandRequest {
   secrets: Record<string, string>;
 }
 
-/** Observes every call (csi_operations_seconds). */
-export type CallObserver = (method: string, err: unknown, seconds: number) => void;
+/** Observes every call (csi_operations_seconds): the full gRPC method name and Go's code name ("OK", "DeadlineExceeded"). */
+export type CallObserver = (method: string, code: string, seconds: number) => void;
 
 export class CSIClient {
   readonly #proto: CSIProto;
@@ -94,10 +103,15 @@ export class CSIClient {
     const t0 = performance.now();
     try {
       const res = await unary<object, Res>(client, method, request, this.#timeoutMs);
-      this.#observe?.(method, undefined, (performance.now() - t0) / 1000);
+      this.#observe?.(`/csi.v1.${service}/${method}`, 'OK', (performance.now() - t0) / 1000);
       return res;
     } catch (err) {
-      this.#observe?.(method, err, (performance.now() - t0) / 1000);
+      const code = grpcCode(err);
+      this.#observe?.(
+        `/csi.v1.${service}/${method}`,
+        code === undefined ? 'Unknown' : codeName(code),
+        (performance.now() - t0) / 1000,
+      );
       throw err;
     } finally {
       client.close();

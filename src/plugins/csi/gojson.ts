@@ -4,7 +4,8 @@
 // vol_data.json with json.NewEncoder(file).Encode(map), which adds "\n", and
 // the node annotation csi.volume.kubernetes.io/nodeid with json.Marshal.
 
-function goString(s: string): string {
+/** A Go JSON string literal, HTML-safe escaped. */
+export function goString(s: string): string {
   let out = '"';
   for (const ch of s) {
     const c = ch.codePointAt(0) as number;

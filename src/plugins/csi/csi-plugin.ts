@@ -1,0 +1,664 @@
+// kubernetes.io/csi (kubelet's pkg/volume/csi): PersistentVolumes with a csi
+// source and inline ephemeral CSI volumes, driven over gRPC through the
+// driver that registered under <root>/plugins_registry.
+//
+// One SetUp does kubelet's WaitForAttach + MountDevice (NodeStageVolume,
+// once per volume and node, serialised per volume) + SetUp (NodePublishVolume);
+// TearDown does NodeUnpublishVolume and, when no pod directory refers to
+// the volume any more, NodeUnstageVolume. What a pod uses is read from the
+// vol_data.json files on disk, so the same answer holds after a restart.
+import { mkdir, readdir, rm, rmdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import {
+  CoreV1Api,
+  type KubeConfig,
+  StorageV1Api,
+  type V1CSIDriver,
+  type V1CSIPersistentVolumeSource,
+  type V1CSIVolumeSource,
+  type V1Pod,
+  type V1SecretReference,
+} from '@kubernetes/client-node';
+import { escapeQualifiedName } from '../../volumehost/paths.ts';
+import type { VolumeHost } from '../../volumehost/types.ts';
+import {
+  type Attributes,
+  type Mounter,
+  type MounterArgs,
+  type Spec,
+  specName,
+  type Unmounter,
+  VolumeError,
+  type VolumePlugin,
+} from '../types.ts';
+import { setVolumeOwnership } from '../volume-ownership.ts';
+import { type AccessMode, CSIClient, type NodeCapability, type VolumeCapability } from './client.ts';
+import type { DriversStore } from './drivers.ts';
+import { goString } from './gojson.ts';
+import { type CSIProto, describeGrpcError, isFinalError, loadCSIProto } from './grpc.ts';
+import {
+  attachmentName,
+  checkDriverName,
+  checkSpecName,
+  csiPluginName,
+  ephemeralVolumeHandle,
+  loadVolumeData,
+  saveVolumeData,
+  stagingDataDir,
+  stagingPath,
+  uniqueVolumeName,
+  volDataKey,
+} from './vol-data.ts';
+
+export { csiPluginName };
+
+const escapedName = escapeQualifiedName(csiPluginName);
+
+export interface CSIPluginOptions {
+  drivers: DriversStore;
+  proto?: CSIProto;
+  /** Per-call deadline; kubelet's is 2 minutes. */
+  timeoutMs?: number;
+  /** csi_operations_seconds, per driver. */
+  observe?: (driver: string, method: string, code: string, seconds: number) => void;
+}
+
+type LifecycleMode = 'Persistent' | 'Ephemeral';
+
+/** Everything SetUp needs from a spec, whichever kind it is. */
+interface Source {
+  driver: string;
+  handle: string;
+  mode: LifecycleMode;
+  readOnly: boolean;
+  fsType: string;
+  mountOptions: string[];
+  accessModes: string[];
+  attributes: Record<string, string>;
+  stageSecretRef?: V1SecretReference;
+  publishSecretRef?: V1SecretReference;
+}
+
+function pvSource(spec: Spec): V1CSIPersistentVolumeSource | undefined {
+  return spec.persistentVolume?.spec?.csi;
+}
+
+function inlineSource(spec: Spec): V1CSIVolumeSource | undefined {
+  return spec.persistentVolume ? undefined : spec.volume?.csi;
+}
+
+function sourceOf(spec: Spec, podUID: string, podNamespace: string): Source {
+  const pv = pvSource(spec);
+  if (pv) {
+    return {
+      driver: pv.driver,
+      handle: pv.volumeHandle,
+      mode: 'Persistent',
+      readOnly: spec.readOnly || pv.readOnly === true,
+      fsType: pv.fsType ?? '',
+      mountOptions: spec.persistentVolume?.spec?.mountOptions ?? [],
+      accessModes: spec.persistentVolume?.spec?.accessModes ?? [],
+      attributes: pv.volumeAttributes ?? {},
+      stageSecretRef: pv.nodeStageSecretRef,
+      publishSecretRef: pv.nodePublishSecretRef,
+    };
+  }
+  const inline = inlineSource(spec);
+  if (!inline) throw new VolumeError('UnknownVolumeSource', 'spec does not reference a CSI volume');
+  const ref = inline.nodePublishSecretRef?.name;
+  return {
+    driver: inline.driver,
+    handle: ephemeralVolumeHandle(podUID, spec.volume?.name ?? ''),
+    mode: 'Ephemeral',
+    readOnly: spec.readOnly || inline.readOnly === true,
+    fsType: inline.fsType ?? '',
+    mountOptions: [],
+    accessModes: ['ReadWriteOnce'],
+    attributes: inline.volumeAttributes ?? {},
+    publishSecretRef: ref ? { name: ref, namespace: podNamespace } : undefined,
+  };
+}
+
+/** kubelet's asCSIAccessModeV1: the first access mode of the PV (RWO if none). */
+export function csiAccessMode(accessModes: string[], singleNodeMultiWriter: boolean): AccessMode {
+  switch (accessModes[0] ?? 'ReadWriteOnce') {
+    case 'ReadOnlyMany':
+      return 'MULTI_NODE_READER_ONLY';
+    case 'ReadWriteMany':
+      return 'MULTI_NODE_MULTI_WRITER';
+    case 'ReadWriteOncePod':
+      return singleNodeMultiWriter ? 'SINGLE_NODE_SINGLE_WRITER' : 'SINGLE_NODE_WRITER';
+    default:
+      return singleNodeMultiWriter ? 'SINGLE_NODE_MULTI_WRITER' : 'SINGLE_NODE_WRITER';
+  }
+}
+
+/** kubelet's supportsFSGroup: whether kubelet (here podvol) applies fsGroup ownership itself. */
+export function supportsFSGroup(
+  policy: string,
+  fsGroup: number | undefined,
+  readOnly: boolean,
+  fsType: string,
+  accessModes: string[] | undefined,
+): boolean {
+  if (fsGroup === undefined || policy === 'None' || readOnly) return false;
+  if (policy === 'File') return true;
+  if (fsType === '') return false;
+  return (accessModes ?? []).includes('ReadWriteOnce');
+}
+
+/** A CSI gRPC failure as a VolumeError: final (the driver refused) or uncertain (it may still be working). */
+function rpcError(call: string, err: unknown): VolumeError {
+  const final = isFinalError(err);
+  const e = new VolumeError(
+    final ? 'CSICallFailed' : 'CSICallUncertain',
+    `${call} failed: ${describeGrpcError(err)}`,
+    {
+      cause: err,
+    },
+  );
+  (e as VolumeError & { final?: boolean }).final = final;
+  return e;
+}
+
+/** Runs `fn` after every earlier call with the same key has settled. */
+class KeyedMutex {
+  readonly #tails = new Map<string, Promise<unknown>>();
+  run<T>(key: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.#tails.get(key) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => {});
+    this.#tails.set(key, tail);
+    void tail.then(() => {
+      if (this.#tails.get(key) === tail) this.#tails.delete(key);
+    });
+    return next;
+  }
+}
+
+export interface CSIPlugin extends VolumePlugin {
+  /** Unstages staged volumes that no pod directory refers to (kubelet leaks them). */
+  cleanupOrphanedStagedVolumes(): Promise<string[]>;
+  /** The phase a volume is in while its SetUp runs (attaching, staging, publishing), for /status. */
+  phaseOf(podUID: string, innerName: string): string | undefined;
+}
+
+export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
+  let host!: VolumeHost;
+  const proto = o.proto ?? loadCSIProto();
+  const deviceLock = new KeyedMutex();
+  /** Staged devices known in this process; anything else is staged (again) on the next SetUp. */
+  const staged = new Set<string>();
+  const phases = new Map<string, string>();
+
+  const pluginDir = () => host.getPluginDir(csiPluginName);
+  const podVolumeDir = (podUID: string, inner: string) => host.getPodVolumeDir(podUID, escapedName, inner);
+  const kubeConfig = () => host.getKubeClient() as KubeConfig | undefined;
+
+  function clientFor(driver: string): CSIClient {
+    const d = o.drivers.get(driver);
+    if (!d) {
+      throw new VolumeError(
+        'DriverNotRegistered',
+        `kubernetes.io/csi: failed to get CSI client: driver name ${driver} not found in the list of registered CSI drivers`,
+      );
+    }
+    const observe = o.observe;
+    return new CSIClient(proto, d.endpoint, {
+      timeoutMs: o.timeoutMs,
+      observe: observe ? (method, code, seconds) => observe(driver, method, code, seconds) : undefined,
+    });
+  }
+
+  async function capabilities(client: CSIClient): Promise<Set<NodeCapability>> {
+    try {
+      return await client.nodeGetCapabilities();
+    } catch (err) {
+      throw rpcError('NodeGetCapabilities', err);
+    }
+  }
+
+  function csiDriverObject(driver: string): V1CSIDriver | undefined {
+    return host.csiDriverLister()?.get(driver);
+  }
+
+  async function secretData(ref: V1SecretReference | undefined): Promise<Record<string, string>> {
+    if (!ref?.name) return {};
+    const kc = kubeConfig();
+    if (!kc)
+      throw new VolumeError(
+        'StandaloneMode',
+        'CSI secrets need the API server (podvol runs in standalone mode)',
+      );
+    const ns = ref.namespace ?? 'default';
+    try {
+      const s = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ name: ref.name, namespace: ns });
+      const out: Record<string, string> = {};
+      for (const [k, v] of Object.entries(s.data ?? {})) out[k] = Buffer.from(v, 'base64').toString('utf8');
+      return out;
+    } catch (err) {
+      throw new VolumeError(
+        'SecretNotFound',
+        `failed to get secret ${ns}/${ref.name}: ${(err as Error).message}`,
+      );
+    }
+  }
+
+  /** kubelet's WaitForAttach + getPublishContext: one look at the VolumeAttachment, never a poll. */
+  async function publishContext(
+    src: Source,
+    driverObj: V1CSIDriver | undefined,
+  ): Promise<Record<string, string>> {
+    const attachRequired = driverObj ? driverObj.spec?.attachRequired !== false : true;
+    if (!attachRequired || src.mode === 'Ephemeral') return {};
+    const kc = kubeConfig();
+    if (!kc) {
+      throw new VolumeError(
+        'AttachRequired',
+        `driver ${src.driver} requires attach (no CSIDriver says attachRequired: false) and podvol runs in standalone mode`,
+      );
+    }
+    const node = host.getNodeName();
+    const unique = uniqueVolumeName(src.driver, src.handle);
+    try {
+      const n = await kc.makeApiClient(CoreV1Api).readNode({ name: node });
+      if (!(n.status?.volumesAttached ?? []).some((v) => v.name === unique)) {
+        throw new VolumeError(
+          'AttachPending',
+          `volume ${unique} has not yet been added to the list of VolumesAttached for node ${node}`,
+        );
+      }
+    } catch (err) {
+      if (err instanceof VolumeError) throw err;
+      throw new VolumeError('AttachPending', `failed to read node ${node}: ${(err as Error).message}`);
+    }
+    const name = attachmentName(src.handle, src.driver, node);
+    let va: Awaited<ReturnType<StorageV1Api['readVolumeAttachment']>>;
+    try {
+      va = await kc.makeApiClient(StorageV1Api).readVolumeAttachment({ name });
+    } catch (err) {
+      throw new VolumeError(
+        'AttachPending',
+        `volume attachment ${name} is not available: ${(err as Error).message}`,
+      );
+    }
+    if (va.metadata?.deletionTimestamp) {
+      throw new VolumeError('AttachFailed', `volume attachment ${name} is being deleted`);
+    }
+    const attachErr = va.status?.attachError?.message;
+    if (attachErr) throw new VolumeError('AttachFailed', `attachment ${name} has error: ${attachErr}`);
+    if (!va.status?.attached)
+      throw new VolumeError('AttachPending', `volume ${src.handle} is not attached yet (${name})`);
+    return va.status.attachmentMetadata ?? {};
+  }
+
+  /** kubelet's removeMountDir: the mount directory (if nothing is mounted there), its vol_data.json, the directory. */
+  async function removeMountDir(dir: string, mountDir: string): Promise<void> {
+    const mounter = host.getMounter();
+    if (await mounter.isMountPoint(mountDir).catch(() => false)) {
+      throw new VolumeError('StillMounted', `${mountDir} is still mounted; not removing it`);
+    }
+    await rmdir(mountDir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
+    await rm(join(dir, 'vol_data.json'), { force: true });
+    await rmdir(dir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
+  }
+
+  /** Every pod volume directory's vol_data.json that names driver^handle. */
+  async function podsUsing(driver: string, handle: string): Promise<string[]> {
+    const users: string[] = [];
+    const podsDir = host.getPodsDir();
+    for (const uid of await readdir(podsDir).catch(() => [] as string[])) {
+      const base = join(podsDir, uid, 'volumes', escapedName);
+      for (const inner of await readdir(base).catch(() => [] as string[])) {
+        const data = await loadVolumeData(join(base, inner)).catch(() => undefined);
+        if (data?.[volDataKey.driverName] === driver && data?.[volDataKey.volHandle] === handle) {
+          users.push(`${uid}/${inner}`);
+        }
+      }
+    }
+    return users;
+  }
+
+  /** NodeUnstageVolume when no pod uses the volume, then globalmount and its json go. Holds the device lock. */
+  async function unstageIfUnused(driver: string, handle: string): Promise<boolean> {
+    const key = uniqueVolumeName(driver, handle);
+    return deviceLock.run(key, async () => {
+      if ((await podsUsing(driver, handle)).length > 0) return false;
+      const dataDir = stagingDataDir(pluginDir(), driver, handle);
+      const data = await loadVolumeData(dataDir);
+      if (!data) {
+        staged.delete(key);
+        return false;
+      }
+      const client = clientFor(driver);
+      const caps = await capabilities(client);
+      const globalmount = stagingPath(pluginDir(), driver, handle);
+      if (caps.has('STAGE_UNSTAGE_VOLUME')) {
+        try {
+          await client.nodeUnstageVolume(handle, globalmount);
+        } catch (err) {
+          throw rpcError('NodeUnstageVolume', err);
+        }
+      }
+      staged.delete(key);
+      await removeMountDir(dataDir, globalmount);
+      return true;
+    });
+  }
+
+  class CSIMounter implements Mounter {
+    readonly #spec: Spec;
+    readonly #pod: V1Pod;
+    readonly #uid: string;
+    readonly #inner: string;
+
+    constructor(spec: Spec, pod: V1Pod) {
+      this.#spec = spec;
+      this.#pod = pod;
+      this.#uid = pod.metadata?.uid ?? '';
+      this.#inner = specName(spec);
+      checkSpecName(this.#inner);
+    }
+
+    getPath(): string {
+      return join(podVolumeDir(this.#uid, this.#inner), 'mount');
+    }
+
+    getAttributes(): Attributes {
+      return { readOnly: this.#spec.readOnly, managed: !this.#spec.readOnly, selinuxRelabel: false };
+    }
+
+    setUp(args: MounterArgs): Promise<void> {
+      return this.setUpAt(this.getPath(), args);
+    }
+
+    async setUpAt(target: string, args: MounterArgs): Promise<void> {
+      const phaseKey = `${this.#uid}/${this.#inner}`;
+      try {
+        await this.#setUpAt(target, args, (p) => phases.set(phaseKey, p));
+      } finally {
+        phases.delete(phaseKey);
+      }
+    }
+
+    async #setUpAt(target: string, args: MounterArgs, phase: (p: string) => void): Promise<void> {
+      const pod = this.#pod;
+      const ns = pod.metadata?.namespace ?? 'default';
+      const src = sourceOf(this.#spec, this.#uid, ns);
+      checkDriverName(src.driver);
+      if (!src.handle)
+        throw new VolumeError('InvalidVolumeHandle', 'the CSI volume has an empty volumeHandle');
+      const driverObj = csiDriverObject(src.driver);
+      const modes = driverObj?.spec?.volumeLifecycleModes ?? ['Persistent'];
+      if (!driverObj && src.mode === 'Ephemeral') {
+        throw new VolumeError(
+          'LifecycleModeNotSupported',
+          `volume mode "Ephemeral" not supported by driver ${src.driver} (no CSIDriver object)`,
+        );
+      }
+      if (!modes.includes(src.mode)) {
+        throw new VolumeError(
+          'LifecycleModeNotSupported',
+          `volume mode "${src.mode}" not supported by driver ${src.driver} (only supports ${JSON.stringify(modes)})`,
+        );
+      }
+      const client = clientFor(src.driver);
+      const caps = await capabilities(client);
+      const accessMode = csiAccessMode(src.accessModes, caps.has('SINGLE_NODE_MULTI_WRITER'));
+      const mountGroup =
+        caps.has('VOLUME_MOUNT_GROUP') && args.fsGroup !== undefined ? String(args.fsGroup) : '';
+      const capability: VolumeCapability = {
+        mount: { fs_type: src.fsType, mount_flags: src.mountOptions, volume_mount_group: mountGroup },
+        access_mode: { mode: accessMode },
+      };
+      const node = host.getNodeName();
+      const unique = uniqueVolumeName(src.driver, src.handle);
+      const dir = dirname(target);
+      let pubCtx: Record<string, string> = {};
+      let globalmount = '';
+
+      // Stage (and record this pod's use) under the device lock, so a teardown of
+      // another pod never unstages between our NodeStage and our vol_data.json.
+      await deviceLock.run(unique, async () => {
+        if (src.mode === 'Persistent') {
+          phase('attaching');
+          pubCtx = await publishContext(src, driverObj);
+          globalmount = stagingPath(pluginDir(), src.driver, src.handle);
+          if (!staged.has(unique)) {
+            phase('staging');
+            await this.#stage(client, src, caps, capability, pubCtx);
+            staged.add(unique);
+          }
+          if (!caps.has('STAGE_UNSTAGE_VOLUME')) globalmount = '';
+        }
+        await mkdir(dir, { recursive: true, mode: 0o750 });
+        await saveVolumeData(dir, {
+          [volDataKey.specVolID]: this.#inner,
+          [volDataKey.volHandle]: src.handle,
+          [volDataKey.driverName]: src.driver,
+          [volDataKey.nodeName]: node,
+          [volDataKey.attachmentID]: attachmentName(src.handle, src.driver, node),
+          [volDataKey.volumeLifecycleMode]: src.mode,
+        });
+      });
+
+      phase('publishing');
+      const volumeContext: Record<string, string> = { ...src.attributes };
+      const secrets = await secretData(src.publishSecretRef);
+      if (driverObj?.spec?.podInfoOnMount === true) {
+        volumeContext['csi.storage.k8s.io/pod.name'] = pod.metadata?.name ?? '';
+        volumeContext['csi.storage.k8s.io/pod.namespace'] = ns;
+        volumeContext['csi.storage.k8s.io/pod.uid'] = this.#uid;
+        volumeContext['csi.storage.k8s.io/serviceAccount.name'] = pod.spec?.serviceAccountName ?? '';
+        volumeContext['csi.storage.k8s.io/ephemeral'] = String(src.mode === 'Ephemeral');
+      }
+      const tokens = await this.#tokens(driverObj);
+      if (tokens !== undefined) {
+        if (driverObj?.spec?.serviceAccountTokenInSecrets === true) {
+          secrets['csi.storage.k8s.io/serviceAccount.tokens'] = tokens;
+        } else {
+          volumeContext['csi.storage.k8s.io/serviceAccount.tokens'] = tokens;
+        }
+      }
+      try {
+        await client.nodePublishVolume({
+          volume_id: src.handle,
+          publish_context: pubCtx,
+          staging_target_path: globalmount,
+          target_path: target,
+          volume_capability: capability,
+          readonly: src.readOnly,
+          secrets,
+          volume_context: volumeContext,
+        });
+      } catch (err) {
+        const e = rpcError('NodePublishVolume', err);
+        // The driver finished and refused: nothing is mounted, so the directory and its json go.
+        if (isFinalError(err)) await removeMountDir(dir, target).catch(() => {});
+        throw e;
+      }
+      const policy = driverObj?.spec?.fsGroupPolicy ?? 'ReadWriteOnceWithFSType';
+      const accessModes = src.mode === 'Ephemeral' ? ['ReadWriteOnce'] : src.accessModes;
+      if (
+        !caps.has('VOLUME_MOUNT_GROUP') &&
+        supportsFSGroup(policy, args.fsGroup, src.readOnly, src.fsType, accessModes)
+      ) {
+        try {
+          await setVolumeOwnership(target, args.fsGroup as number, src.readOnly);
+        } catch (err) {
+          throw new VolumeError(
+            'FSGroupFailed',
+            `applying fsGroup ${args.fsGroup}: ${(err as Error).message}`,
+          );
+        }
+      }
+    }
+
+    /** kubelet's MountDevice: staging json first (even without STAGE_UNSTAGE), then NodeStageVolume. */
+    async #stage(
+      client: CSIClient,
+      src: Source,
+      caps: Set<NodeCapability>,
+      capability: VolumeCapability,
+      pubCtx: Record<string, string>,
+    ): Promise<void> {
+      const dataDir = stagingDataDir(pluginDir(), src.driver, src.handle);
+      const globalmount = join(dataDir, 'globalmount');
+      await mkdir(dataDir, { recursive: true, mode: 0o750 });
+      await saveVolumeData(dataDir, {
+        [volDataKey.volHandle]: src.handle,
+        [volDataKey.driverName]: src.driver,
+      });
+      if (!caps.has('STAGE_UNSTAGE_VOLUME')) return;
+      await mkdir(globalmount, { recursive: true, mode: 0o750 });
+      const secrets = await secretData(src.stageSecretRef);
+      try {
+        await client.nodeStageVolume({
+          volume_id: src.handle,
+          publish_context: pubCtx,
+          staging_target_path: globalmount,
+          volume_capability: capability,
+          secrets,
+          volume_context: src.attributes,
+        });
+      } catch (err) {
+        // Final: nothing is staged, remove what we made. Uncertain: keep it, so a teardown unstages.
+        if (isFinalError(err)) await removeMountDir(dataDir, globalmount).catch(() => {});
+        throw rpcError('NodeStageVolume', err);
+      }
+    }
+
+    /** csi.storage.k8s.io/serviceAccount.tokens: one TokenRequest per audience, bound to the pod. */
+    async #tokens(driverObj: V1CSIDriver | undefined): Promise<string | undefined> {
+      const requests = driverObj?.spec?.tokenRequests ?? [];
+      if (requests.length === 0) return undefined;
+      const pod = this.#pod;
+      const out: Record<string, { token: string; expirationTimestamp: string }> = {};
+      for (const r of requests) {
+        const audience = r.audience ?? '';
+        const tr = await host
+          .getServiceAccountTokenFunc()(
+            pod.metadata?.namespace ?? 'default',
+            pod.spec?.serviceAccountName || 'default',
+            {
+              spec: {
+                audiences: audience === '' ? [] : [audience],
+                expirationSeconds: r.expirationSeconds,
+                boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata?.name, uid: this.#uid },
+              },
+            },
+          )
+          .catch((err: unknown) => {
+            throw new VolumeError(
+              'TokenRequestFailed',
+              `failed to request token for audience "${audience}": ${(err as Error).message}`,
+            );
+          });
+        const exp = tr.status?.expirationTimestamp as unknown;
+        out[audience] = {
+          token: tr.status?.token ?? '',
+          expirationTimestamp:
+            exp instanceof Date ? exp.toISOString().replace(/\.\d{3}Z$/, 'Z') : String(exp ?? ''),
+        };
+      }
+      // json.Marshal(map[string]TokenRequestStatus): sorted audiences, token before expirationTimestamp.
+      const keys = Object.keys(out).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+      const inner = keys.map(
+        (k) =>
+          `${goString(k)}:{"token":${goString(out[k].token)},"expirationTimestamp":${goString(out[k].expirationTimestamp)}}`,
+      );
+      return `{${inner.join(',')}}`;
+    }
+  }
+
+  class CSIUnmounter implements Unmounter {
+    readonly #uid: string;
+    readonly #inner: string;
+    constructor(inner: string, podUID: string) {
+      checkSpecName(inner);
+      this.#inner = inner;
+      this.#uid = podUID;
+    }
+
+    getPath(): string {
+      return join(podVolumeDir(this.#uid, this.#inner), 'mount');
+    }
+
+    tearDown(): Promise<void> {
+      return this.tearDownAt(this.getPath());
+    }
+
+    async tearDownAt(target: string): Promise<void> {
+      const dir = dirname(target);
+      const data = await loadVolumeData(dir);
+      if (!data) {
+        // Nothing was published (or a final error already cleaned up): only an empty directory can be left.
+        if (
+          await host
+            .getMounter()
+            .isMountPoint(target)
+            .catch(() => false)
+        ) {
+          throw new VolumeError('StillMounted', `${target} is mounted but has no ${dir}/vol_data.json`);
+        }
+        await rmdir(target).catch(() => {});
+        await rmdir(dir).catch(() => {});
+        return;
+      }
+      const driver = data[volDataKey.driverName] ?? '';
+      const handle = data[volDataKey.volHandle] ?? '';
+      checkDriverName(driver);
+      const client = clientFor(driver);
+      try {
+        await client.nodeUnpublishVolume(handle, target);
+      } catch (err) {
+        throw rpcError('NodeUnpublishVolume', err);
+      }
+      await removeMountDir(dir, target);
+      if (data[volDataKey.volumeLifecycleMode] !== 'Ephemeral') await unstageIfUnused(driver, handle);
+    }
+  }
+
+  const plugin: CSIPlugin = {
+    name: csiPluginName,
+    init(h) {
+      host = h;
+    },
+    getVolumeName(spec) {
+      const pv = pvSource(spec);
+      if (pv) return `${pv.driver}^${pv.volumeHandle}`;
+      return `${inlineSource(spec)?.driver ?? ''}^${spec.volume?.name ?? ''}`;
+    },
+    canSupport: (spec) => pvSource(spec) !== undefined || inlineSource(spec) !== undefined,
+    requiresRemount(spec) {
+      const driver = pvSource(spec)?.driver ?? inlineSource(spec)?.driver;
+      return driver !== undefined && csiDriverObject(driver)?.spec?.requiresRepublish === true;
+    },
+    supportsMountOption: () => true,
+    newMounter: (spec, pod) => new CSIMounter(spec, pod),
+    newUnmounter: (inner, podUID) => new CSIUnmounter(inner, podUID),
+    constructVolumeSpec(inner, volumePath) {
+      // Without podvol's record: a skeleton from vol_data.json, as kubelet's ConstructVolumeSpec.
+      void volumePath;
+      return { volume: { name: inner }, readOnly: false };
+    },
+    async cleanupOrphanedStagedVolumes() {
+      const done: string[] = [];
+      for (const driver of await readdir(pluginDir()).catch(() => [] as string[])) {
+        for (const hash of await readdir(join(pluginDir(), driver)).catch(() => [] as string[])) {
+          const data = await loadVolumeData(join(pluginDir(), driver, hash)).catch(() => undefined);
+          const handle = data?.[volDataKey.volHandle];
+          if (!handle || data?.[volDataKey.driverName] !== driver || !o.drivers.get(driver)) continue;
+          if (await unstageIfUnused(driver, handle)) done.push(uniqueVolumeName(driver, handle));
+        }
+      }
+      return done;
+    },
+    phaseOf: (podUID, inner) => phases.get(`${podUID}/${inner}`),
+  };
+  return plugin;
+}

@@ -1,0 +1,91 @@
+// kubelet's CSI on-disk layout and its vol_data.json files (csi_util.go
+// saveVolumeData/loadVolumeData, csi_attacher.go MakeDeviceMountPath).
+import { createHash } from 'node:crypto';
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { VolumeError } from '../types.ts';
+import { goEncodeMap } from './gojson.ts';
+
+export const csiPluginName = 'kubernetes.io/csi';
+export const volDataFileName = 'vol_data.json';
+
+/** The keys kubelet writes (volDataKey in csi_plugin.go). */
+export const volDataKey = {
+  specVolID: 'specVolID',
+  volHandle: 'volumeHandle',
+  driverName: 'driverName',
+  nodeName: 'nodeName',
+  attachmentID: 'attachmentID',
+  volumeLifecycleMode: 'volumeLifecycleMode',
+} as const;
+
+export const sha256Hex = (s: string) => createHash('sha256').update(s).digest('hex');
+
+/** kubernetes.io/csi/<driver>^<handle>: the unique volume name, and the name in node.status.volumesInUse. */
+export const uniqueVolumeName = (driver: string, handle: string) => `${csiPluginName}/${driver}^${handle}`;
+
+/** The VolumeAttachment's name: csi-<sha256(handle + driver + node)>. */
+export const attachmentName = (handle: string, driver: string, node: string) =>
+  `csi-${sha256Hex(handle + driver + node)}`;
+
+/** An inline ephemeral volume's handle: csi-<sha256(podUID + volumeName)>. */
+export const ephemeralVolumeHandle = (podUID: string, volumeName: string) =>
+  `csi-${sha256Hex(podUID + volumeName)}`;
+
+/** <root>/plugins/kubernetes.io/csi/<driver>/<sha256(handle)>: globalmount and its vol_data.json live here. */
+export const stagingDataDir = (pluginDir: string, driver: string, handle: string) =>
+  join(pluginDir, driver, sha256Hex(handle));
+export const stagingPath = (pluginDir: string, driver: string, handle: string) =>
+  join(stagingDataDir(pluginDir, driver, handle), 'globalmount');
+
+/**
+ * Driver names are path components of the staging path: only what the
+ * CSIDriver object name allows (a DNS-1123 subdomain, at most 63 characters
+ * for CSI) can be one.
+ */
+const driverNameRE = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+
+export function checkDriverName(name: string): void {
+  if (!driverNameRE.test(name) || name.includes('..')) {
+    throw new VolumeError(
+      'InvalidDriverName',
+      `CSI driver name ${JSON.stringify(name)} is not a valid driver name`,
+    );
+  }
+}
+
+/** A volume directory name (PV name or pod volume name): one path component, never . or .. */
+export function checkSpecName(name: string): void {
+  if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
+    throw new VolumeError('InvalidPath', `volume name ${JSON.stringify(name)} cannot be a directory name`);
+  }
+}
+
+/** Written atomically so a crash never leaves a half file that blocks teardown. */
+export async function saveVolumeData(dir: string, data: Record<string, string>): Promise<void> {
+  const file = join(dir, volDataFileName);
+  await writeFile(`${file}.tmp`, goEncodeMap(data), { mode: 0o640 });
+  await rename(`${file}.tmp`, file);
+}
+
+export async function loadVolumeData(dir: string): Promise<Record<string, string> | undefined> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, volDataFileName), 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  try {
+    const data = JSON.parse(text) as unknown;
+    if (!data || typeof data !== 'object' || Array.isArray(data)) throw new Error('not an object');
+    return Object.fromEntries(
+      Object.entries(data as Record<string, unknown>).filter(([, v]) => typeof v === 'string'),
+    ) as Record<string, string>;
+  } catch (err) {
+    throw new VolumeError(
+      'CorruptVolumeData',
+      `failed to parse ${join(dir, volDataFileName)}: ${(err as Error).message}`,
+    );
+  }
+}

@@ -1,0 +1,163 @@
+// PersistentVolumeClaims and PersistentVolumes for the desired-state
+// populator, each through its own watch (fieldSelector metadata.name=<name>),
+// as secrets and configMaps are: a claim is watched while a pod refers to it,
+// and the volume a watched claim is bound to is watched while the claim is.
+// Lookups are synchronous snapshots; onChange says when to look again.
+import {
+  CoreV1Api,
+  type KubeConfig,
+  type V1PersistentVolume,
+  type V1PersistentVolumeClaim,
+} from '@kubernetes/client-node';
+import type { ClaimLookup, Peek } from '../../agent/volumemanager/claims.ts';
+import type { Logger } from '../../logger.ts';
+import { type ListOptions, Reflector } from './reflector.ts';
+import type { KubeObject } from './store.ts';
+
+export interface ClaimWatchOptions {
+  kubeConfig: KubeConfig;
+  logger?: Logger;
+  watchTimeoutSeconds?: number;
+  backoff?: { initialMs?: number; maxMs?: number };
+}
+
+interface Watched<T extends KubeObject> {
+  owners: Set<string>;
+  reflector: Reflector<T>;
+  off: () => void;
+}
+
+export class ClaimWatches implements ClaimLookup {
+  readonly #o: ClaimWatchOptions;
+  readonly #core: CoreV1Api;
+  readonly #claims = new Map<string, Watched<V1PersistentVolumeClaim>>();
+  readonly #volumes = new Map<string, Watched<V1PersistentVolume>>();
+  /** claim key → the volume name it was last seen bound to (and registered for). */
+  readonly #boundTo = new Map<string, string>();
+  readonly #listeners = new Set<() => void>();
+
+  constructor(o: ClaimWatchOptions) {
+    this.#o = o;
+    this.#core = o.kubeConfig.makeApiClient(CoreV1Api);
+  }
+
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #emit(): void {
+    for (const l of [...this.#listeners]) l();
+  }
+
+  /** `owner` (a pod UID) uses claim namespace/name. */
+  registerClaim(namespace: string, name: string, owner: string): void {
+    const key = `${namespace}/${name}`;
+    const have = this.#claims.get(key);
+    if (have) {
+      have.owners.add(owner);
+      return;
+    }
+    const reflector = new Reflector<V1PersistentVolumeClaim>({
+      name: `persistentvolumeclaim ${key}`,
+      kubeConfig: this.#o.kubeConfig,
+      watchPath: `/api/v1/namespaces/${encodeURIComponent(namespace)}/persistentvolumeclaims`,
+      list: (opts: ListOptions) => this.#core.listNamespacedPersistentVolumeClaim({ namespace, ...opts }),
+      fieldSelector: `metadata.name=${name}`,
+      keyOf: (o) => o.metadata?.name ?? '',
+      watchTimeoutSeconds: this.#o.watchTimeoutSeconds,
+      backoff: this.#o.backoff,
+      logger: this.#o.logger,
+    });
+    const changed = () => {
+      this.#followBinding(key, reflector.get(name)?.spec?.volumeName);
+      this.#emit();
+    };
+    const off = reflector.onChange(changed);
+    this.#claims.set(key, { owners: new Set([owner]), reflector, off });
+    void reflector.start().then(changed);
+  }
+
+  unregisterClaim(namespace: string, name: string, owner: string): void {
+    const key = `${namespace}/${name}`;
+    const w = this.#claims.get(key);
+    if (!w) return;
+    w.owners.delete(owner);
+    if (w.owners.size > 0) return;
+    this.#claims.delete(key);
+    w.off();
+    void w.reflector.stop();
+    this.#followBinding(key, undefined);
+  }
+
+  #followBinding(claimKey: string, volumeName: string | undefined): void {
+    const before = this.#boundTo.get(claimKey);
+    if (before === volumeName) return;
+    if (before) this.#unregisterVolume(before, claimKey);
+    if (volumeName) {
+      this.#boundTo.set(claimKey, volumeName);
+      this.#registerVolume(volumeName, claimKey);
+    } else {
+      this.#boundTo.delete(claimKey);
+    }
+  }
+
+  #registerVolume(name: string, owner: string): void {
+    const have = this.#volumes.get(name);
+    if (have) {
+      have.owners.add(owner);
+      return;
+    }
+    const reflector = new Reflector<V1PersistentVolume>({
+      name: `persistentvolume ${name}`,
+      kubeConfig: this.#o.kubeConfig,
+      watchPath: '/api/v1/persistentvolumes',
+      list: (opts: ListOptions) => this.#core.listPersistentVolume(opts),
+      fieldSelector: `metadata.name=${name}`,
+      keyOf: (o) => o.metadata?.name ?? '',
+      watchTimeoutSeconds: this.#o.watchTimeoutSeconds,
+      backoff: this.#o.backoff,
+      logger: this.#o.logger,
+    });
+    const off = reflector.onChange(() => this.#emit());
+    this.#volumes.set(name, { owners: new Set([owner]), reflector, off });
+    void reflector.start().then(() => this.#emit());
+  }
+
+  #unregisterVolume(name: string, owner: string): void {
+    const w = this.#volumes.get(name);
+    if (!w) return;
+    w.owners.delete(owner);
+    if (w.owners.size > 0) return;
+    this.#volumes.delete(name);
+    w.off();
+    void w.reflector.stop();
+  }
+
+  claim(namespace: string, name: string): Peek<V1PersistentVolumeClaim> {
+    return peek(this.#claims.get(`${namespace}/${name}`), name);
+  }
+
+  volume(name: string): Peek<V1PersistentVolume> {
+    return peek(this.#volumes.get(name), name);
+  }
+
+  async stop(): Promise<void> {
+    const all = [...this.#claims.values(), ...this.#volumes.values()];
+    this.#claims.clear();
+    this.#volumes.clear();
+    await Promise.all(
+      all.map((w) => {
+        w.off();
+        return w.reflector.stop();
+      }),
+    );
+  }
+}
+
+function peek<T extends KubeObject>(w: Watched<T> | undefined, name: string): Peek<T> {
+  if (!w) return { synced: false, error: 'not watched yet' };
+  const r = w.reflector;
+  if (!r.hasSynced()) return { synced: false, error: r.lastError?.message };
+  return { synced: true, object: r.get(name) };
+}
