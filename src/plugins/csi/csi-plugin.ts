@@ -488,7 +488,10 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
         supportsFSGroup(policy, args.fsGroup, src.readOnly, src.fsType, accessModes)
       ) {
         try {
-          await setVolumeOwnership(target, args.fsGroup as number, src.readOnly);
+          await setVolumeOwnership(target, args.fsGroup as number, {
+            readOnly: src.readOnly,
+            fsGroupChangePolicy: args.fsGroupChangePolicy,
+          });
         } catch (err) {
           throw new VolumeError(
             'FSGroupFailed',
