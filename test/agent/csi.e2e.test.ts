@@ -133,15 +133,20 @@ function claimPod(c: Cluster, name: string, claim: string, extra: Record<string,
 const volumeOf = async (p: PodvolProcess, pod: string, volume = 'data') =>
   (await p.status()).pods.find((x) => x.name === pod)?.volumes.find((v) => v.name === volume);
 
-const mounted = (p: PodvolProcess, pod: string, volume = 'data') =>
-  waitFor(
+async function mounted(p: PodvolProcess, pod: string, volume = 'data') {
+  let last: unknown;
+  return waitFor(
     `${pod}/${volume} mounted`,
     async () => {
       const v = await volumeOf(p, pod, volume);
+      last = v;
       return v?.state === 'mounted' ? v : undefined;
     },
     30_000,
-  );
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; last status: ${JSON.stringify(last)}`);
+  });
+}
 
 const deletePod = (c: Cluster, name: string) =>
   c.api.store.delete('pods', 'default', name, { gracePeriodSeconds: 0 });
@@ -151,7 +156,7 @@ const methods = (c: Cluster) =>
     .calls()
     .filter((x) => x.method.startsWith('Node') && !['NodeGetCapabilities', 'NodeGetInfo'].includes(x.method));
 
-mountTest(
+csiTest(
   'a bound PVC is staged then published, with kubelet paths, vol_data.json bytes and node info',
   async (t) => {
     const c = await csiCluster(t, { csiDriver: { podInfoOnMount: true } });
@@ -231,7 +236,7 @@ mountTest(
   },
 );
 
-mountTest(
+csiTest(
   'two pods on one PVC: one stage, two publishes; unpublish on deletion, unstage after the last pod',
   async (t) => {
     const c = await csiCluster(t);
@@ -264,7 +269,7 @@ mountTest(
   },
 );
 
-mountTest(
+csiTest(
   'kill -9 between stage and publish, and between unpublish and unstage: the restart finishes the job',
   async (t) => {
     const c = await csiCluster(t);
@@ -311,3 +316,332 @@ mountTest(
     assert.deepEqual(await mountsBelow(c.root), []);
   },
 );
+
+function inlinePod(c: Cluster, name: string, extra: Record<string, unknown> = {}) {
+  return c.api.store.create('pods', {
+    metadata: { name, namespace: 'default' },
+    spec: {
+      nodeName: 'testnode',
+      serviceAccountName: 'default',
+      containers: [{ name: 'app', image: 'busybox', volumeMounts: [{ name: 'scratch', mountPath: '/s' }] }],
+      volumes: [{ name: 'scratch', csi: { driver: DRIVER, volumeAttributes: { size: '1' } } }],
+      ...extra,
+    },
+    status: { phase: 'Running' },
+  });
+}
+
+csiTest(
+  'inline ephemeral volumes: generated handle, no stage, pod info and tokens, only with the Ephemeral mode',
+  async (t) => {
+    const c = await csiCluster(t, {
+      csiDriver: {
+        podInfoOnMount: true,
+        volumeLifecycleModes: ['Ephemeral'],
+        tokenRequests: [{ audience: 'vault', expirationSeconds: 3600 }, { audience: '' }],
+        requiresRepublish: true,
+      },
+    });
+    const pod = inlinePod(c, 'eph');
+    const uid = pod.metadata?.uid as string;
+    const p = await c.start();
+    const v = await mounted(p, 'eph', 'scratch');
+    const dir = join(c.root, 'pods', uid, 'volumes', 'kubernetes.io~csi', 'scratch');
+    assert.equal(v.path, join(dir, 'mount'));
+    const handle = `csi-${sha256Hex(`${uid}scratch`)}`;
+    const data = JSON.parse(await readFile(join(dir, 'vol_data.json'), 'utf8'));
+    assert.equal(data.volumeHandle, handle);
+    assert.equal(data.volumeLifecycleMode, 'Ephemeral');
+    assert.equal(data.specVolID, 'scratch');
+    assert.equal(c.calls().filter((x) => x.method === 'NodeStageVolume').length, 0);
+    const publish = c.calls().find((x) => x.method === 'NodePublishVolume' && x.code === 0);
+    const ctx = publish?.request.volume_context as Record<string, string>;
+    assert.equal(ctx['csi.storage.k8s.io/ephemeral'], 'true');
+    assert.equal(ctx['csi.storage.k8s.io/pod.uid'], uid);
+    assert.equal(ctx.size, '1');
+    const tokens = JSON.parse(ctx['csi.storage.k8s.io/serviceAccount.tokens']);
+    assert.deepEqual(Object.keys(tokens), ['', 'vault']);
+    const issued = c.api.hooks.issuedTokens.filter((x) => x.boundObjectRef?.uid === uid);
+    assert.ok(issued.some((x) => x.token === tokens.vault.token && x.audiences?.[0] === 'vault'));
+    assert.match(tokens.vault.expirationTimestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    assert.deepEqual(publish?.request.volume_capability, {
+      mount: { fs_type: '', mount_flags: [], volume_mount_group: '' },
+      access_mode: { mode: 'SINGLE_NODE_WRITER' },
+      access_type: 'mount',
+    });
+    // requiresRepublish: a CSIDriver with it makes podvol publish again each sync period.
+    const publishes = () => c.calls().filter((x) => x.method === 'NodePublishVolume').length;
+    const before = publishes();
+    assert.ok(before >= 1);
+
+    deletePod(c, 'eph');
+    await waitGone('inline volume torn down', join(c.root, 'pods', uid));
+    assert.ok(c.calls().some((x) => x.method === 'NodeUnpublishVolume' && x.request.volume_id === handle));
+    assert.equal(c.calls().filter((x) => x.method === 'NodeUnstageVolume').length, 0);
+
+    // A driver without the Ephemeral mode refuses inline volumes with a precise reason.
+    const drv = c.api.store.mustGet('csidrivers.storage.k8s.io', undefined, DRIVER);
+    c.api.store.update('csidrivers.storage.k8s.io', {
+      ...drv,
+      spec: { ...(drv.spec as object), volumeLifecycleModes: ['Persistent'] },
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    inlinePod(c, 'eph2');
+    const bad = await waitFor('eph2 refused', async () => {
+      const x = await volumeOf(p, 'eph2', 'scratch');
+      return x?.reason === 'LifecycleModeNotSupported' ? x : undefined;
+    });
+    assert.match(bad.message, /volume mode "Ephemeral" not supported by driver/);
+  },
+);
+
+csiTest('requiresRepublish: NodePublishVolume again every sync period', async (t) => {
+  const c = await csiCluster(t, { csiDriver: { requiresRepublish: true } });
+  createClaim(c, 'rr');
+  claimPod(c, 'web', 'rr');
+  const p = await startPodvol({
+    rootDir: c.root,
+    extra: ['--kubeconfig', await c.api.kubeconfigPath(c.base), '--sync-frequency', '1'],
+  });
+  t.after(() => p.stop());
+  await mounted(p, 'web');
+  const publishes = () => c.calls().filter((x) => x.method === 'NodePublishVolume' && x.code === 0).length;
+  await waitFor('published again', () => publishes() >= 3, 30_000);
+  assert.equal(c.calls().filter((x) => x.method === 'NodeStageVolume').length, 1, 'staged once');
+});
+
+csiTest(
+  'fsGroupPolicy: File always, None never, ReadWriteOnceWithFSType only with fsType and RWO; VOLUME_MOUNT_GROUP delegates',
+  async (t) => {
+    const c = await csiCluster(t, { csiDriver: { fsGroupPolicy: 'File' } });
+    const file = createClaim(c, 'file');
+    const podFile = claimPod(c, 'pfile', 'file', { securityContext: { fsGroup: 4321 } });
+    const p = await c.start();
+    await mounted(p, 'pfile');
+    const dirOf = (pod: { metadata?: { uid?: string } }, pv: string) =>
+      join(c.root, 'pods', pod.metadata?.uid as string, 'volumes', 'kubernetes.io~csi', pv, 'mount');
+    assert.equal((await stat(dirOf(podFile, file.pvName))).gid, 4321);
+    assert.ok((await stat(dirOf(podFile, file.pvName))).mode & 0o2000, 'setgid');
+
+    const drv = c.api.store.mustGet('csidrivers.storage.k8s.io', undefined, DRIVER);
+    c.api.store.update('csidrivers.storage.k8s.io', {
+      ...drv,
+      spec: { ...(drv.spec as object), fsGroupPolicy: 'None' },
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    const none = createClaim(c, 'none');
+    const podNone = claimPod(c, 'pnone', 'none', { securityContext: { fsGroup: 4321 } });
+    await mounted(p, 'pnone');
+    assert.notEqual((await stat(dirOf(podNone, none.pvName))).gid, 4321);
+
+    const d2 = c.api.store.mustGet('csidrivers.storage.k8s.io', undefined, DRIVER);
+    c.api.store.update('csidrivers.storage.k8s.io', {
+      ...d2,
+      spec: { ...(d2.spec as object), fsGroupPolicy: 'ReadWriteOnceWithFSType' },
+    });
+    await new Promise((r) => setTimeout(r, 500));
+    const noFs = createClaim(c, 'nofs');
+    const podNoFs = claimPod(c, 'pnofs', 'nofs', { securityContext: { fsGroup: 4321 } });
+    const withFs = createClaim(c, 'withfs', { fsType: 'ext4' });
+    const podWithFs = claimPod(c, 'pwithfs', 'withfs', { securityContext: { fsGroup: 4321 } });
+    await mounted(p, 'pnofs');
+    await mounted(p, 'pwithfs');
+    assert.notEqual((await stat(dirOf(podNoFs, noFs.pvName))).gid, 4321, 'no fsType: not applied');
+    assert.equal((await stat(dirOf(podWithFs, withFs.pvName))).gid, 4321, 'fsType and RWO: applied');
+
+    // VOLUME_MOUNT_GROUP: the fsGroup goes to the driver as volume_mount_group and podvol does not chown.
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.capabilities = ['STAGE_UNSTAGE_VOLUME', 'VOLUME_MOUNT_GROUP', 'SINGLE_NODE_MULTI_WRITER'];
+    });
+    const mg = createClaim(c, 'mg', { fsType: 'ext4', accessModes: ['ReadWriteOncePod'] });
+    const podMg = claimPod(c, 'pmg', 'mg', { securityContext: { fsGroup: 4321 } });
+    await mounted(p, 'pmg');
+    assert.notEqual((await stat(dirOf(podMg, mg.pvName))).gid, 4321);
+    const pub = c.calls().find((x) => x.method === 'NodePublishVolume' && x.request.volume_id === mg.handle);
+    assert.deepEqual(pub?.request.volume_capability, {
+      mount: { fs_type: 'ext4', mount_flags: ['noatime'], volume_mount_group: '4321' },
+      access_mode: { mode: 'SINGLE_NODE_SINGLE_WRITER' },
+      access_type: 'mount',
+    });
+  },
+);
+
+csiTest(
+  'final versus transient errors: NodeStage retried after both; a final error is never unstaged, a transient one is',
+  async (t) => {
+    const c = await csiCluster(t);
+    const fin = createClaim(c, 'fin');
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.errors = { NodeStageVolume: { code: 9, message: 'not ready', times: 2 } };
+    });
+    claimPod(c, 'pfin', 'fin');
+    const p = await c.start();
+    const failed = await waitFor('stage failure reported', async () => {
+      const v = await volumeOf(p, 'pfin');
+      return v?.reason === 'CSICallFailed' ? v : undefined;
+    });
+    assert.match(
+      failed.message,
+      /NodeStageVolume failed: rpc error: code = FailedPrecondition desc = not ready/,
+    );
+    const stagingFin = join(c.root, 'plugins', 'kubernetes.io', 'csi', DRIVER, sha256Hex(fin.handle));
+    await mounted(p, 'pfin');
+    assert.equal(
+      c.calls().filter((x) => x.method === 'NodeStageVolume').length,
+      3,
+      'retried until it worked',
+    );
+
+    // A final error, then the pod goes away: nothing was staged, so no NodeUnstage.
+    const fin2 = createClaim(c, 'fin2');
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.errors = { NodeStageVolume: { code: 3, message: 'bad argument' } };
+    });
+    claimPod(c, 'pfin2', 'fin2');
+    await waitFor('final failure', async () => (await volumeOf(p, 'pfin2'))?.reason === 'CSICallFailed');
+    deletePod(c, 'pfin2');
+    await waitFor(
+      'pod gone from status',
+      async () => !(await p.status()).pods.some((x) => x.name === 'pfin2'),
+    );
+    await new Promise((r) => setTimeout(r, 3000));
+    assert.ok(
+      !c.calls().some((x) => x.method === 'NodeUnstageVolume' && x.request.volume_id === fin2.handle),
+    );
+
+    // A transient error (DeadlineExceeded), then the pod goes away: the volume may be staged, so NodeUnstage.
+    const tr = createClaim(c, 'tr');
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.errors = { NodeStageVolume: { code: 4, message: 'slow' } };
+    });
+    claimPod(c, 'ptr', 'tr');
+    await waitFor('transient failure', async () => (await volumeOf(p, 'ptr'))?.reason === 'CSICallUncertain');
+    deletePod(c, 'ptr');
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.errors = {};
+    });
+    await waitFor(
+      'NodeUnstage after a transient stage error',
+      () =>
+        c
+          .calls()
+          .some((x) => x.method === 'NodeUnstageVolume' && x.request.volume_id === tr.handle && x.code === 0),
+      30_000,
+    );
+    void stagingFin;
+  },
+);
+
+csiTest('claims that cannot be used get kubelet reasons; a claim bound later mounts', async (t) => {
+  const c = await csiCluster(t);
+  const s = c.api.store;
+  claimPod(c, 'missing', 'nope');
+  s.create('persistentvolumeclaims', {
+    metadata: { name: 'pending', namespace: 'default' },
+    spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+    status: { phase: 'Pending' },
+  });
+  claimPod(c, 'waiting', 'pending');
+  const other = s.create('persistentvolumeclaims', {
+    metadata: { name: 'stolen', namespace: 'default' },
+    spec: { volumeName: 'pv-stolen', accessModes: ['ReadWriteOnce'] },
+    status: { phase: 'Bound' },
+  });
+  s.create('persistentvolumes', {
+    metadata: { name: 'pv-stolen' },
+    spec: {
+      claimRef: { namespace: 'default', name: 'stolen', uid: 'someone-else' },
+      csi: { driver: DRIVER, volumeHandle: 'h' },
+    },
+  });
+  claimPod(c, 'mismatch', 'stolen');
+  const p = await c.start();
+  const reasonOf = (pod: string, reason: string) =>
+    waitFor(`${pod}: ${reason}`, async () => {
+      const v = await volumeOf(p, pod);
+      return v?.reason === reason ? v : undefined;
+    });
+  const missing = await reasonOf('missing', 'ClaimNotFound');
+  assert.equal(
+    missing.message,
+    'error processing PVC default/nope: failed to fetch PVC from API server: persistentvolumeclaims "nope" not found',
+  );
+  const pending = await reasonOf('waiting', 'ClaimPending');
+  assert.equal(
+    pending.message,
+    'error processing PVC default/pending: PVC default/pending has non-bound phase ("Pending") or empty pvc.Spec.VolumeName ("")',
+  );
+  const mism = await reasonOf('mismatch', 'PersistentVolumeClaimMismatch');
+  assert.match(mism.message, new RegExp(`does not point to claim.UID \\(${other.metadata?.uid}\\)`));
+  assert.deepEqual(await mountsBelow(join(c.root, 'pods')), [], 'nothing mounted for unusable claims');
+
+  // The pending claim gets bound: the pod's volume mounts without the pod changing.
+  const pvc = s.mustGet('persistentvolumeclaims', 'default', 'pending');
+  s.create('persistentvolumes', {
+    metadata: { name: 'pv-pending' },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      claimRef: { namespace: 'default', name: 'pending', uid: pvc.metadata?.uid },
+      csi: { driver: DRIVER, volumeHandle: 'h-pending' },
+    },
+  });
+  const bound = s.update('persistentvolumeclaims', {
+    ...pvc,
+    spec: { ...(pvc.spec as object), volumeName: 'pv-pending' },
+  });
+  s.update('persistentvolumeclaims', { ...bound, status: { phase: 'Bound' } }, { subresource: 'status' });
+  await mounted(p, 'waiting');
+});
+
+csiTest('a driver restart re-registers; volumes wait for a driver that is not registered', async (t) => {
+  const c = await csiCluster(t);
+  // The registrar goes away first: the driver is deregistered and its CSINode entry removed.
+  await c.registrar.stop();
+  await waitFor(
+    'CSINode entry removed',
+    () => {
+      const n = c.api.store.get('csinodes.storage.k8s.io', undefined, 'testnode') as
+        | { spec?: { drivers?: unknown[] } }
+        | undefined;
+      return n !== undefined && (n.spec?.drivers ?? []).length === 0;
+    },
+    30_000,
+  ).catch(() => undefined);
+  createClaim(c, 'later');
+  claimPod(c, 'web', 'later');
+  const p = await c.start();
+  const waiting = await waitFor('waiting for the driver', async () => {
+    const v = await volumeOf(p, 'web');
+    return v?.reason === 'DriverNotRegistered' ? v : undefined;
+  });
+  assert.match(
+    waiting.message,
+    /driver name test\.csi\.podvol\.io not found in the list of registered CSI drivers/,
+  );
+  const reg = await startTestRegistrar({
+    registrationDir: join(c.root, 'plugins_registry'),
+    driverName: DRIVER,
+    endpoint: c.driver.socket,
+  });
+  t.after(() => reg.stop());
+  assert.equal((await reg.status).plugin_registered, true);
+  await mounted(p, 'web');
+  const node = c.api.store.mustGet('nodes', undefined, 'testnode') as {
+    metadata: { annotations: Record<string, string> };
+  };
+  assert.equal(node.metadata.annotations['csi.volume.kubernetes.io/nodeid'], `{"${DRIVER}":"csi-node-1"}`);
+  // Removing the registration socket deregisters: the annotation key goes.
+  await reg.stop();
+  await waitFor('annotation key removed', () => {
+    const n = c.api.store.mustGet('nodes', undefined, 'testnode') as {
+      metadata: { annotations?: Record<string, string> };
+    };
+    return !n.metadata.annotations?.['csi.volume.kubernetes.io/nodeid'];
+  });
+});
+
+/** DEBUG-ONLY: CSI_ONLY=<substring> runs just the matching scenarios. */
+function csiTest(name: string, fn: (t: TestContext) => Promise<void>): void {
+  const only = process.env.CSI_ONLY;
+  if (!only || only.split('|').some((x) => name.includes(x))) mountTest(name, fn);
+}

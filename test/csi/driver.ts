@@ -157,10 +157,10 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
     },
     NodePublishVolume: async (req, cfg) => {
       if (!req.volume_id || !req.target_path) throw new CallError(3, 'volume_id and target_path required');
-      const staged = caps(cfg).has('STAGE_UNSTAGE_VOLUME');
+      // Inline ephemeral volumes are never staged: they come without a staging path.
+      const staged = caps(cfg).has('STAGE_UNSTAGE_VOLUME') && req.staging_target_path !== '';
       let source = backingDir(stateDir, req.volume_id);
       if (staged) {
-        if (!req.staging_target_path) throw new CallError(9, 'staging_target_path missing');
         if (!(await isMounted(req.staging_target_path))) throw new CallError(9, 'volume is not staged');
         source = req.staging_target_path;
       } else {
