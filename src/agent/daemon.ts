@@ -22,6 +22,7 @@ import { createPodManager } from './pod-manager.ts';
 import { createStaticPodSource } from './pods/static-source.ts';
 import type { PodSource } from './pods/types.ts';
 import { VolumeManager } from './volumemanager/volume-manager.ts';
+import { VolumesInUseReporter } from './volumes-in-use.ts';
 
 export interface RunOptions {
   rootDir: string;
@@ -70,9 +71,11 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   });
   const drivers = new DriversStore();
   const csiProto = loadCSIProto();
+  let inUse: VolumesInUseReporter | undefined;
   const csi = csiPlugin({
     drivers,
     proto: csiProto,
+    volumesReportedInUse: () => inUse?.reported() ?? new Set(),
     observe: (driver, method, code, seconds) => metrics.csiOperation(driver, method, code, seconds),
   });
   pluginMgr.initPlugins([...probeVolumePlugins(), csi], host);
@@ -131,6 +134,23 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
         log.info({ volume: v }, 'unstaged orphaned CSI volume');
     },
   });
+  if (o.cluster) {
+    inUse = new VolumesInUseReporter({
+      kubeConfig: o.cluster.kubeConfig,
+      nodeName: o.nodeName,
+      logger: log,
+      inUse: () => {
+        const names: string[] = [];
+        const add = (spec: Parameters<typeof csi.attachableVolumeName>[0] | undefined) => {
+          const n = spec && csi.attachableVolumeName(spec);
+          if (n) names.push(n);
+        };
+        for (const d of vm.dsw.volumesToMount()) add(d.spec);
+        for (const v of vm.asw.all()) add(v.spec);
+        return names;
+      },
+    });
+  }
   // A driver that registers (again) is used at once by the volumes waiting for it.
   drivers.onChange(() => vm.retryPlugin(csiPluginName));
   o.cluster?.claims.onChange(() => vm.podsChanged());
@@ -177,6 +197,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   // Reconstruction happens before any source can make the reconciler unmount.
   await vm.start();
   await pluginWatcher.start();
+  inUse?.start();
   for (const s of sources) await s.start();
   podsChanged();
   log.info(
@@ -196,6 +217,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     async stop() {
       await Promise.all(sources.map((s) => s.stop()));
       await pluginWatcher.stop();
+      await inUse?.stop();
       await o.cluster?.stop();
       await vm.stop();
       await new Promise<void>((res) => server.close(() => res()));

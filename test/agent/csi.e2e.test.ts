@@ -640,6 +640,84 @@ csiTest('a driver restart re-registers; volumes wait for a driver that is not re
   });
 });
 
+csiTest(
+  'attachRequired: the volume is reported in use, then waits for volumesAttached and the VolumeAttachment',
+  async (t) => {
+    // No CSIDriver object: attach is required, as in kubelet.
+    const c = await csiCluster(t, { csiDriver: null });
+    const { handle } = createClaim(c, 'att');
+    claimPod(c, 'web', 'att');
+    const p = await c.start();
+    const unique = `kubernetes.io/csi/${DRIVER}^${handle}`;
+    const nodeStatus = () =>
+      c.api.store.mustGet('nodes', undefined, 'testnode') as unknown as {
+        metadata: { name: string };
+        status: { volumesInUse?: string[]; volumesAttached?: { name: string; devicePath: string }[] };
+      };
+    await waitFor('reported in use', () => nodeStatus().status.volumesInUse?.includes(unique));
+    const pending = await waitFor('attach pending', async () => {
+      const v = await volumeOf(p, 'web');
+      return v?.reason === 'AttachPending' ? v : undefined;
+    });
+    assert.match(pending.message, /VolumesInUse|VolumesAttached/);
+    assert.equal(
+      c.calls().filter((x) => x.method === 'NodeStageVolume').length,
+      0,
+      'nothing staged before attach',
+    );
+
+    // The attach/detach controller and external-attacher do their part.
+    const vaName = `csi-${sha256Hex(`${handle}${DRIVER}testnode`)}`;
+    const va = c.api.store.create('volumeattachments.storage.k8s.io', {
+      metadata: { name: vaName },
+      spec: { attacher: DRIVER, nodeName: 'testnode', source: { persistentVolumeName: 'pv-att' } },
+    });
+    c.api.store.update(
+      'volumeattachments.storage.k8s.io',
+      {
+        ...va,
+        status: { attached: false, attachError: { message: 'disk busy', time: new Date().toISOString() } },
+      },
+      { subresource: 'status' },
+    );
+    const n = nodeStatus();
+    c.api.store.update(
+      'nodes',
+      { ...n, status: { ...n.status, volumesAttached: [{ name: unique, devicePath: '' }] } },
+      { subresource: 'status' },
+    );
+    const failed = await waitFor(
+      'attach error',
+      async () => {
+        const v = await volumeOf(p, 'web');
+        return v?.reason === 'AttachFailed' ? v : undefined;
+      },
+      30_000,
+    );
+    assert.match(failed.message, /disk busy/);
+    const cur = c.api.store.mustGet('volumeattachments.storage.k8s.io', undefined, vaName);
+    c.api.store.update(
+      'volumeattachments.storage.k8s.io',
+      { ...cur, status: { attached: true, attachmentMetadata: { devicePath: '/dev/fake0' } } },
+      { subresource: 'status' },
+    );
+    await mounted(p, 'web');
+    const stage = c.calls().find((x) => x.method === 'NodeStageVolume' && x.code === 0);
+    assert.deepEqual(stage?.request.publish_context, { devicePath: '/dev/fake0' });
+    const publish = c.calls().find((x) => x.method === 'NodePublishVolume' && x.code === 0);
+    assert.deepEqual(publish?.request.publish_context, { devicePath: '/dev/fake0' });
+
+    // Torn down: the volume leaves volumesInUse only after it is unmounted.
+    deletePod(c, 'web');
+    await waitFor(
+      'no longer in use',
+      () => !(nodeStatus().status.volumesInUse ?? []).includes(unique),
+      30_000,
+    );
+    assert.ok(c.calls().some((x) => x.method === 'NodeUnstageVolume' && x.code === 0));
+  },
+);
+
 /** DEBUG-ONLY: CSI_ONLY=<substring> runs just the matching scenarios. */
 function csiTest(name: string, fn: (t: TestContext) => Promise<void>): void {
   const only = process.env.CSI_ONLY;

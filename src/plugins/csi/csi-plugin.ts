@@ -59,6 +59,11 @@ export interface CSIPluginOptions {
   proto?: CSIProto;
   /** Per-call deadline; kubelet's is 2 minutes. */
   timeoutMs?: number;
+  /**
+   * The unique names this node has reported in node.status.volumesInUse. An
+   * attachable volume is used only once it is there (kubelet's ReportedInUse).
+   */
+  volumesReportedInUse?: () => ReadonlySet<string>;
   /** csi_operations_seconds, per driver. */
   observe?: (driver: string, method: string, code: string, seconds: number) => void;
 }
@@ -179,6 +184,8 @@ class KeyedMutex {
 export interface CSIPlugin extends VolumePlugin {
   /** Unstages staged volumes that no pod directory refers to (kubelet leaks them). */
   cleanupOrphanedStagedVolumes(): Promise<string[]>;
+  /** kubernetes.io/csi/<driver>^<handle> when the spec needs attaching (kubelet's CanAttach), else undefined. */
+  attachableVolumeName(spec: Spec): string | undefined;
   /** The phase a volume is in while its SetUp runs (attaching, staging, publishing), for /status. */
   phaseOf(podUID: string, innerName: string): string | undefined;
 }
@@ -260,6 +267,12 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     }
     const node = host.getNodeName();
     const unique = uniqueVolumeName(src.driver, src.handle);
+    if (!o.volumesReportedInUse?.().has(unique)) {
+      throw new VolumeError(
+        'AttachPending',
+        `volume ${unique} has not been added to the list of VolumesInUse in the node's volume status`,
+      );
+    }
     try {
       const n = await kc.makeApiClient(CoreV1Api).readNode({ name: node });
       if (!(n.status?.volumesAttached ?? []).some((v) => v.name === unique)) {
@@ -662,6 +675,13 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       return done;
     },
     phaseOf: (podUID, inner) => phases.get(`${podUID}/${inner}`),
+    attachableVolumeName(spec) {
+      const pv = pvSource(spec);
+      if (!pv) return undefined;
+      const driverObj = csiDriverObject(pv.driver);
+      if (driverObj && driverObj.spec?.attachRequired === false) return undefined;
+      return uniqueVolumeName(pv.driver, pv.volumeHandle);
+    },
   };
   return plugin;
 }

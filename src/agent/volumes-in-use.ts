@@ -1,0 +1,69 @@
+// node.status.volumesInUse for this node (kubelet's VolumeManager.GetVolumesInUse
+// written by its node status loop): the attachable volumes that pods here want
+// or still have mounted. The attach/detach controller never detaches a volume
+// listed there, and kubelet mounts an attachable volume only once it has been
+// reported. podvol must be the only writer for its node name: a kubelet
+// serving the same node would overwrite the list with its own.
+import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import type { Logger } from '../logger.ts';
+
+export interface VolumesInUseOptions {
+  kubeConfig: KubeConfig;
+  nodeName: string;
+  logger: Logger;
+  /** The unique names of the attachable volumes desired or still mounted. */
+  inUse: () => string[];
+  periodMs?: number;
+}
+
+export class VolumesInUseReporter {
+  readonly #o: Required<VolumesInUseOptions>;
+  readonly #core: CoreV1Api;
+  #reported = new Set<string>();
+  #lastWritten: string | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+
+  constructor(o: VolumesInUseOptions) {
+    this.#o = { periodMs: 1000, ...o };
+    this.#core = o.kubeConfig.makeApiClient(CoreV1Api);
+  }
+
+  /** What the node status says now, as far as this process wrote it successfully. */
+  reported(): ReadonlySet<string> {
+    return this.#reported;
+  }
+
+  start(): void {
+    const loop = () => {
+      this.#timer = setTimeout(async () => {
+        this.#running = this.syncOnce();
+        await this.#running;
+        if (this.#timer) loop();
+      }, this.#o.periodMs);
+    };
+    loop();
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
+  }
+
+  async syncOnce(): Promise<void> {
+    const want = [...new Set(this.#o.inUse())].sort();
+    const key = JSON.stringify(want);
+    if (key === this.#lastWritten) return;
+    try {
+      await this.#core.patchNodeStatus(
+        { name: this.#o.nodeName, body: { status: { volumesInUse: want.length > 0 ? want : null } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+      this.#lastWritten = key;
+      this.#reported = new Set(want);
+    } catch (err) {
+      this.#o.logger.warn({ err: (err as Error).message }, 'could not update node.status.volumesInUse');
+    }
+  }
+}
