@@ -56,6 +56,15 @@ export class VolumesInUseReporter {
     const key = JSON.stringify(want);
     if (key === this.#lastWritten) return;
     try {
+      if (this.#lastWritten === undefined) {
+        // First pass: leave the node alone when it already says exactly this (nothing to report, usually).
+        const node = await this.#core.readNode({ name: this.#o.nodeName });
+        if (JSON.stringify([...(node.status?.volumesInUse ?? [])].sort()) === key) {
+          this.#lastWritten = key;
+          this.#reported = new Set(want);
+          return;
+        }
+      }
       await this.#core.patchNodeStatus(
         { name: this.#o.nodeName, body: { status: { volumesInUse: want.length > 0 ? want : null } } },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
