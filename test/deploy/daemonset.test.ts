@@ -42,7 +42,7 @@ describe('deploy/daemonset.yaml', () => {
     }
   });
 
-  test('binds exactly the permissions the features need, read-only except tokens and events', () => {
+  test('binds exactly the permissions the features need, read-only except tokens, events and the node CSI state', () => {
     const role = byKind('ClusterRole')[0] as unknown as V1ClusterRole;
     const grants = (role.rules as V1PolicyRule[]).flatMap((r) =>
       r.apiGroups!.flatMap((g) =>
@@ -55,6 +55,14 @@ describe('deploy/daemonset.yaml', () => {
       [
         ...read('core/pods'),
         ...read('core/nodes'),
+        'core/nodes:patch',
+        'core/nodes/status:patch',
+        ...read('core/persistentvolumeclaims'),
+        ...read('core/persistentvolumes'),
+        'storage.k8s.io/csinodes:get',
+        'storage.k8s.io/csinodes:create',
+        'storage.k8s.io/csinodes:update',
+        'storage.k8s.io/volumeattachments:get',
         ...read('core/secrets'),
         ...read('core/configmaps'),
         'core/serviceaccounts/token:create',
