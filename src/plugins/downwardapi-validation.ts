@@ -6,10 +6,12 @@ import {
   isObj,
   modeError,
   type Obj,
+  type ProjectedPaths,
+  QUANTITY_MSG,
   q,
-  quantityValue,
   VolumeReason,
 } from './util/field-errors.ts';
+import { formatQuantity, parseQuantity } from './util/quantity.ts';
 
 const DOWNWARD_FIELD_PATHS = [
   'metadata.annotations',
@@ -31,24 +33,20 @@ const RESOURCE_NAMES = [
   'requests.ephemeral-storage',
   'requests.memory',
 ];
-const CPU_DIVISORS = [1e-3, 1];
-const BYTE_DIVISORS = [
-  1,
-  1e3,
-  1e6,
-  1e9,
-  1e12,
-  1e15,
-  1e18,
-  2 ** 10,
-  2 ** 20,
-  2 ** 30,
-  2 ** 40,
-  2 ** 50,
-  2 ** 60,
-];
+// validContainerResourceDivisorFor*: compared with the divisor's canonical form (Quantity.String()).
+const CPU_DIVISORS = ['1m', '1'];
+const BYTE_DIVISORS = ['1', '1k', '1M', '1G', '1T', '1P', '1E', '1Ki', '1Mi', '1Gi', '1Ti', '1Pi', '1Ei'];
 
-export function checkDownwardItems(items: unknown, field: string, add: Add, paths?: Set<string>): void {
+/** The divisor's canonical form; undefined when it is not a quantity. */
+function canonical(divisor: unknown): string | undefined {
+  try {
+    return formatQuantity(parseQuantity(String(divisor)));
+  } catch {
+    return undefined;
+  }
+}
+
+export function checkDownwardItems(items: unknown, field: string, add: Add, paths?: ProjectedPaths): void {
   checkItems(items, field, add, paths, (item, f) => {
     const hasField = isObj(item.fieldRef);
     const hasResource = isObj(item.resourceFieldRef);
@@ -88,35 +86,41 @@ function checkFieldRef(ref: Obj, field: string, add: Add): void {
   );
 }
 
+/** validateContainerResourceFieldSelector (volume = true) and validateContainerResourceDivisor. */
 function checkResourceFieldRef(ref: Obj, field: string, add: Add): void {
+  const r = typeof ref.resource === 'string' ? ref.resource : '';
   if (typeof ref.containerName !== 'string' || ref.containerName === '') {
     add(VolumeReason.InvalidField, `${field}.containerName: Required value`);
-  }
-  const r = ref.resource;
-  if (typeof r !== 'string' || r === '') {
+  } else if (r === '') {
     add(VolumeReason.InvalidField, `${field}.resource: Required value`);
-    return;
-  }
-  const hugepages = /^(limits|requests)\.hugepages-/.test(r);
-  if (!RESOURCE_NAMES.includes(r) && !hugepages) {
+  } else if (!RESOURCE_NAMES.includes(r) && !/^(limits|requests)\.hugepages-/.test(r)) {
     add(
       VolumeReason.InvalidField,
-      `${field}.resource: Unsupported value: ${q(r)}: supported values: ${RESOURCE_NAMES.map(q).join(', ')}, "limits.hugepages-<size>", "requests.hugepages-<size>"`,
+      `${field}.resource: Unsupported value: ${q(r)}: supported values: ${RESOURCE_NAMES.map(q).join(', ')}`,
     );
-    return;
   }
   if (ref.divisor === undefined || ref.divisor === null) return;
-  const d = quantityValue(ref.divisor);
-  const allowed = r.endsWith('.cpu') ? CPU_DIVISORS : BYTE_DIVISORS;
-  if (d === undefined || !allowed.some((a) => Math.abs(a - d) <= a * 1e-9)) {
-    const supported = r.endsWith('.cpu')
-      ? '"1m", "1"'
-      : '"1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi", "1Ei"';
+  const d = canonical(ref.divisor);
+  if (d === undefined) {
+    add(VolumeReason.InvalidField, `${field}.divisor: Invalid value: ${q(ref.divisor)}: ${QUANTITY_MSG}`);
+    return;
+  }
+  // A zero divisor is an unset one: client-go's typed structs always send "0".
+  if (d === '0') return;
+  const wrong = (what: string, values: string) =>
     add(
       VolumeReason.InvalidField,
-      `${field}.divisor: Unsupported value: ${q(ref.divisor)}: supported values: ${supported}`,
+      `${field}.divisor: Invalid value: ${q(r)}: only divisor's values ${values} are supported with the ${what}`,
     );
-  }
+  const bytes = '1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei';
+  if ((r === 'limits.cpu' || r === 'requests.cpu') && !CPU_DIVISORS.includes(d))
+    wrong('cpu resource', '1m and 1');
+  if ((r === 'limits.memory' || r === 'requests.memory') && !BYTE_DIVISORS.includes(d))
+    wrong('memory resource', bytes);
+  if ((r === 'limits.ephemeral-storage' || r === 'requests.ephemeral-storage') && !BYTE_DIVISORS.includes(d))
+    wrong('local ephemeral storage resource', bytes);
+  if (/^(limits|requests)\.hugepages-/.test(r) && !BYTE_DIVISORS.includes(d))
+    wrong('hugepages resource', bytes);
 }
 
 export function validateDownwardAPISource(src: Obj, field: string, add: Add): void {

@@ -184,7 +184,14 @@ export function emptyDirMemorySize(host: VolumeHost, pod: V1Pod, sizeLimit: stri
   const podLimit = podCgroupMemoryLimit(pod) ?? 0n;
   if (podLimit > 0n && (size === 0n || podLimit <= size)) size = podLimit;
   if (sizeLimit !== undefined) {
-    const limit = quantityToBigInt(sizeLimit, 'sizeLimit');
+    let limit: bigint;
+    try {
+      limit = quantityToBigInt(sizeLimit, 'sizeLimit');
+    } catch (err) {
+      // The API server admits a sizeLimit beyond int64 bytes; it is larger than any node, so it changes nothing.
+      if (/2\^63-1/.test((err as Error).message)) return size;
+      throw err;
+    }
     if (limit > 0n && (size === 0n || limit <= size)) size = limit;
   }
   return size;

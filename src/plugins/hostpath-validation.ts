@@ -1,6 +1,6 @@
 // hostPath's validation (k/k validateHostPathVolumeSource, plus the node's own
 // refusals): a node agent fails just this volume, with the API server's wording.
-import { type Add, type Obj, q, VolumeReason } from './util/field-errors.ts';
+import { type Add, nulByteError, type Obj, q, VolumeReason } from './util/field-errors.ts';
 
 const HOST_PATH_TYPES = [
   '',
@@ -18,14 +18,11 @@ export function validateHostPathSource(src: Obj, field: string, add: Add): void 
   if (typeof p !== 'string' || p === '') {
     add(VolumeReason.InvalidPath, `${field}.path: Required value`);
   } else {
-    // The API server accepts a relative path; on a node agent it would resolve
-    // against the daemon's working directory, so it is refused here.
-    if (!p.startsWith('/'))
-      add(VolumeReason.InvalidPath, `${field}.path: Invalid value: ${q(p)}: must be an absolute path`);
+    // A relative path is admitted, as by the API server; the plugin resolves it
+    // against / (kubelet's working directory under systemd and in a pod).
     if (p.split('/').includes('..'))
       add(VolumeReason.InvalidPath, `${field}.path: Invalid value: ${q(p)}: must not contain '..'`);
-    if (p.includes('\0'))
-      add(VolumeReason.InvalidPath, `${field}.path: Invalid value: ${q(p)}: must not contain a NUL byte`);
+    for (const e of nulByteError(p, `${field}.path`)) add(VolumeReason.InvalidPath, e.message, e.nodeOnly);
   }
   const t = src.type ?? '';
   if (typeof t !== 'string' || !HOST_PATH_TYPES.includes(t)) {

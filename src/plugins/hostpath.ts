@@ -2,7 +2,7 @@
 // mounted; the runtime binds the host path itself. SetUp only validates the
 // path and applies the HostPathType check, creating what *OrCreate asks for.
 import { lstat, mkdir, open, stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { V1HostPathVolumeSource } from '@kubernetes/client-node';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { type Mounter, type Spec, VolumeError, type VolumePlugin } from './types.ts';
@@ -161,7 +161,8 @@ export function hostPathPlugin(): VolumePlugin {
         async setUp() {
           validatePathNoBacksteps(src.path);
           if (!src.type) return;
-          await checkHostPathType(src.path, src.type);
+          // A relative path (the API server admits one) is taken from /, kubelet's working directory.
+          await checkHostPathType(resolve('/', src.path), src.type);
         },
         setUpAt: () => Promise.reject(new Error('SetUpAt() does not make sense for host paths')),
       };

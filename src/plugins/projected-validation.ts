@@ -8,6 +8,7 @@ import {
   modeError,
   notePath,
   type Obj,
+  ProjectedPaths,
   payloadPathErrors,
   q,
   VolumeReason,
@@ -33,7 +34,7 @@ export function validateProjectedSource(src: Obj, field: string, add: Add): void
     add(VolumeReason.InvalidField, `${field}.sources: Invalid value: must be a list`);
     return;
   }
-  const paths = new Set<string>();
+  const paths = new ProjectedPaths(field);
   sources.forEach((s, i) => {
     const f = `${field}.sources[${i}]`;
     if (!isObj(s)) {
@@ -68,8 +69,10 @@ export function validateProjectedSource(src: Obj, field: string, add: Add): void
     if (kind === 'secret' || kind === 'configMap') checkKeyToPaths(p.items, `${pf}.items`, add, paths);
     if (kind === 'downwardAPI') checkDownwardItems(p.items, `${pf}.items`, add, paths);
     if (kind === 'serviceAccountToken' || kind === 'clusterTrustBundle') {
-      for (const e of payloadPathErrors(p.path, `${pf}.path`)) add(VolumeReason.InvalidPath, e);
-      notePath(p.path, pf, add, paths);
+      for (const e of payloadPathErrors(p.path, `${pf}.path`))
+        add(VolumeReason.InvalidPath, e.message, e.nodeOnly);
+      // Upstream checks a token path against no other path (validateProjectionSources).
+      if (kind === 'clusterTrustBundle') notePath(p.path, pf, add, paths);
     }
     if (kind === 'serviceAccountToken' && p.expirationSeconds !== undefined && p.expirationSeconds !== null) {
       const e = p.expirationSeconds;

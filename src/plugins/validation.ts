@@ -12,6 +12,7 @@ import { validateConfigMapSource } from './configmap-validation.ts';
 import { validateDownwardAPISource } from './downwardapi-validation.ts';
 import { validateEmptyDirSource } from './emptydir-validation.ts';
 import { validateHostPathSource } from './hostpath-validation.ts';
+import { validateImageSource } from './image-validation.ts';
 import { validateProjectedSource } from './projected-validation.ts';
 import { validateSecretSource } from './secret-validation.ts';
 import {
@@ -102,6 +103,10 @@ function checkSource(kind: string, src: unknown, field: string, add: Add): void 
       validateProjectedSource(src, field, add);
       return;
     }
+    case 'image': {
+      validateImageSource(src, field, add);
+      return;
+    }
   }
 }
 
@@ -164,10 +169,13 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
   const problems = new Map<string, VolumeProblem>();
   const addTo =
     (key: string): Add =>
-    (reason, message) => {
+    (reason, message, nodeOnly = false) => {
       const prev = problems.get(key);
-      if (!prev) problems.set(key, { reason, message });
-      else if (!prev.message.split('; ').includes(message)) prev.message += `; ${message}`;
+      if (!prev) problems.set(key, nodeOnly ? { reason, message, nodeOnly } : { reason, message });
+      else if (!prev.message.split('; ').includes(message)) {
+        prev.message += `; ${message}`;
+        if (!nodeOnly) delete prev.nodeOnly;
+      }
     };
 
   const spec: Obj = isObj(pod.spec) ? (pod.spec as Obj) : {};
@@ -223,6 +231,7 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
         add(
           VolumeReason.UnknownVolumeSource,
           `${field}.gitRepo: Unsupported value: the gitRepo volume type is disabled; clone into an emptyDir from an init container instead`,
+          true,
         );
         return;
       }
@@ -242,7 +251,7 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
     }
     if (kind === 'volumeMounts') {
       for (const e of descendingPathErrors(ref.subPath, `${field}.subPath`, true))
-        addTo(name)(VolumeReason.InvalidPath, e);
+        addTo(name)(VolumeReason.InvalidPath, e.message, e.nodeOnly);
     }
   });
   return problems;

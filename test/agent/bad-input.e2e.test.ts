@@ -14,16 +14,17 @@ mountTest('bad volumes get precise reasons; the rest of the pod and other pods w
   await mkdir(manifests);
   const notADir = join(base, 'a-file');
   await writeFile(notADir, 'x');
-  const volumes = [
+  const created = join(base, 'created-by-refused-pod');
+  // An invalid static pod is refused as a pod, as kubelet's ValidatePodCreate on a
+  // decoded manifest refuses it: none of its volumes is set up, so its
+  // DirectoryOrCreate hostPath is never created.
+  const invalidVolumes = [
     { name: 'ok', emptyDir: {} },
-    // The API server defaults a volume without a source to emptyDir: {} (SetDefaults_Volume).
-    { name: 'nosource' },
+    { name: 'orcreate', hostPath: { path: created, type: 'DirectoryOrCreate' } },
     { name: 'twosources', emptyDir: {}, hostPath: { path: '/tmp' } },
-    { name: 'git', gitRepo: { repository: 'https://example.invalid/repo.git' } },
     { name: 'Bad_Name', emptyDir: {} },
     { name: 'dup', emptyDir: {} },
     { name: 'dup', emptyDir: { medium: 'Memory' } },
-    { name: 'wrongtype', hostPath: { path: notADir, type: 'Directory' } },
     { name: 'climb', hostPath: { path: `${base}/../etc` } },
     {
       name: 'abs',
@@ -33,31 +34,46 @@ mountTest('bad volumes get precise reasons; the rest of the pod and other pods w
       name: 'dotdot',
       downwardAPI: { items: [{ path: '../../escape', fieldRef: { fieldPath: 'metadata.name' } }] },
     },
-    { name: 'huge', emptyDir: { medium: 'Memory', sizeLimit: '1000000000Ei' } },
     { name: 'badfield', downwardAPI: { items: [{ path: 'x', fieldRef: { fieldPath: 'status.podIP' } }] } },
   ];
-  const mounts = [...new Set(volumes.map((v) => v.name)), 'missing'].map((name) => ({
-    name,
-    mountPath: `/m/${name}`,
-  }));
-  const bad = {
+  // Volumes the API server admits but that fail on the node: only they fail.
+  const volumes = [
+    { name: 'ok', emptyDir: {} },
+    // The API server defaults a volume without a source to emptyDir: {} (SetDefaults_Volume).
+    { name: 'nosource' },
+    { name: 'git', gitRepo: { repository: 'https://example.invalid/repo.git' } },
+    { name: 'wrongtype', hostPath: { path: notADir, type: 'Directory' } },
+    { name: 'ssd', emptyDir: { medium: 'SSD' } },
+    { name: 'huge', emptyDir: { medium: 'HugePages-1Gi' } },
+  ];
+  const podOf = (
+    name: string,
+    vols: { name: string; [k: string]: unknown }[],
+    extraMounts: string[] = [],
+  ) => ({
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name: 'bad' },
-    spec: { containers: [{ name: 'c', image: 'i', volumeMounts: mounts }], volumes },
-  };
-  const good = {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: 'good' },
+    metadata: { name },
     spec: {
-      containers: [{ name: 'c', image: 'i', volumeMounts: [{ name: 'v', mountPath: '/v' }] }],
-      volumes: [{ name: 'v', emptyDir: {} }],
+      containers: [
+        {
+          name: 'c',
+          image: 'i',
+          volumeMounts: [...new Set([...vols.map((v) => v.name), ...extraMounts])].map((n) => ({
+            name: n,
+            mountPath: `/m/${n}`,
+          })),
+        },
+      ],
+      volumes: vols,
     },
-  };
+  });
+  const invalid = podOf('invalid', invalidVolumes, ['missing']);
+  const bad = podOf('bad', volumes);
+  const good = podOf('good', [{ name: 'v', emptyDir: {} }]);
   await writeFile(
     join(manifests, 'pods.yaml'),
-    `${JSON.stringify(bad)}\n---\n${JSON.stringify(good)}\n---\nkind: Pod\nmetadata: {}\n---\n: : not yaml [\n`,
+    `${JSON.stringify(invalid)}\n---\n${JSON.stringify(bad)}\n---\n${JSON.stringify(good)}\n---\nkind: Pod\nmetadata: {}\n---\n: : not yaml [\n`,
   );
 
   const p = await startPodvol({ rootDir: root, manifests });
@@ -69,31 +85,46 @@ mountTest('bad volumes get precise reasons; the rest of the pod and other pods w
     return Object.fromEntries(podStatus.volumes.map((v) => [v.name, v]));
   });
   const expect: Record<string, string> = {
-    twosources: 'UnknownVolumeSource',
     git: 'UnknownVolumeSource',
-    Bad_Name: 'InvalidVolumeName',
-    dup: 'DuplicateVolumeName',
-    missing: 'VolumeNotFound',
     wrongtype: 'HostPathTypeMismatch',
-    climb: 'InvalidPath',
-    abs: 'InvalidPath',
-    dotdot: 'InvalidPath',
-    huge: 'InvalidSizeLimit',
+    ssd: 'UnknownStorageMedium',
+    huge: 'HugePagesNotRequested',
   };
   for (const [name, reason] of Object.entries(expect)) {
     assert.equal(reasons[name]?.state, 'failed', `${name}: ${JSON.stringify(reasons[name])}`);
     assert.equal(reasons[name].reason, reason, `${name}: ${reasons[name].message}`);
     assert.ok(reasons[name].message.length > 0);
   }
-  assert.equal(reasons.badfield.state, 'failed');
-  assert.match(reasons.badfield.message, /Unsupported value: "status.podIP"/);
   assert.equal(reasons.ok.state, 'mounted', 'a good volume of the same pod is mounted');
   assert.equal(reasons.nosource.plugin, 'kubernetes.io/empty-dir');
   assert.match(reasons.wrongtype.message, /is not a directory, it's a File/);
+  assert.equal(
+    reasons.huge.message,
+    'medium HugePages-1Gi: hugePages storage requested, but there is no resource request for huge pages',
+  );
 
   const s = await p.status();
   assert.ok(s.pods.find((x) => x.name === 'good-testnode')?.volumes.every((v) => v.state === 'mounted'));
-  assert.equal(s.errors.length, 2, JSON.stringify(s.errors));
+  assert.equal(
+    s.pods.find((x) => x.name === 'invalid-testnode'),
+    undefined,
+    'the invalid pod is no pod at all',
+  );
+  assert.equal(s.errors.length, 3, JSON.stringify(s.errors));
+  const refused = s.errors.find((e) => e.reason === 'InvalidPod');
+  assert.equal(refused?.reason, 'InvalidPod');
+  for (const field of [
+    'spec.volumes[2]: Forbidden: may not specify more than 1 volume type',
+    'spec.volumes[3].name: Invalid value: "Bad_Name"',
+    'spec.volumes[5].name: Duplicate value: "dup"',
+    `spec.volumes[6].hostPath.path: Invalid value: "${base}/../etc": must not contain '..'`,
+    'spec.volumes[7].downwardAPI.items[0].path: Invalid value: "/etc/passwd": must be a relative path',
+    'spec.volumes[8].downwardAPI.items[0].path: Invalid value: "../../escape": must not contain \'..\'',
+    'Unsupported value: "status.podIP"',
+    'spec.containers[0].volumeMounts[9].name: Not found: "missing"',
+  ]) {
+    assert.ok(refused?.message.includes(field), `${field} in ${refused?.message}`);
+  }
 
   // Nothing outside the pod directories: the temp base holds only what the test made.
   assert.deepEqual((await readdir(base)).sort(), ['a-file', 'manifests', 'root']);

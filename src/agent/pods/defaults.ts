@@ -103,6 +103,8 @@ function defaultVolume(v: Obj): void {
   // instead of silently turning a typo into an emptyDir.
   if (keys.length === 0) v.emptyDir = {};
   if (isObj(v.hostPath)) setIfAbsent(v.hostPath, 'type', '');
+  // SetDefaults_ImageVolumeSource: as a container's imagePullPolicy.
+  if (isObj(v.image)) setIfAbsent(v.image, 'pullPolicy', defaultPullPolicy(v.image.reference));
   if (isObj(v.emptyDir) && v.emptyDir.sizeLimit !== undefined) {
     v.emptyDir.sizeLimit = quantityString(v.emptyDir.sizeLimit);
   }

@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { dns1123LabelErrors } from '../../plugins/validation.ts';
+import { dns1123LabelErrors, validatePodVolumes } from '../../plugins/validation.ts';
 import { defaultPod } from './defaults.ts';
 import type { SourceError } from './types.ts';
 
@@ -299,6 +299,14 @@ export function parseManifestFile(text: string, file: string, nodeName: string):
         ns,
         name,
       );
+      continue;
+    }
+    // kubelet validates a decoded manifest whole (ValidatePodCreate): a pod with an
+    // invalid volume is refused as a pod, so none of its volumes is ever set up.
+    // Problems only a node refuses (a disabled plugin, a NUL byte) fail just that volume.
+    const volumeProblems = [...validatePodVolumes(pod).values()].filter((p) => !p.nodeOnly);
+    if (volumeProblems.length > 0) {
+      err('InvalidPod', `invalid pod: ${volumeProblems.map((p) => p.message).join('; ')}`, ns, name);
       continue;
     }
     const uid = pod.metadata?.uid ?? '';

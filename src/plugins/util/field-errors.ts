@@ -6,6 +6,12 @@ export interface VolumeProblem {
   /** Stable CamelCase reason shown in /status. */
   reason: string;
   message: string;
+  /**
+   * True when only the node refuses it (the API server admits such a pod:
+   * a disabled plugin, a path no filesystem can hold). A static pod is refused
+   * as a whole only for problems the API server would reject too.
+   */
+  nodeOnly?: true;
 }
 
 /** The reasons validatePodVolumes reports. */
@@ -30,9 +36,6 @@ export function isObj(v: unknown): v is Obj {
 
 export const q = (v: unknown): string => JSON.stringify(v) ?? String(v);
 
-// AtomicWriter's limits on the node (pkg/volume/util/atomic_writer.go).
-const MAX_PATH_LENGTH = 4096;
-const MAX_FILE_NAME_LENGTH = 255;
 const MAX_MODE = 0o777;
 
 const QUANTITY = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$/;
@@ -73,34 +76,50 @@ export function quantityValue(v: unknown): number | undefined {
 export const QUANTITY_MSG =
   "must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
-/** Records one problem of the volume being checked. */
-export type Add = (reason: string, message: string) => void;
+/** Records one problem of the volume being checked; `nodeOnly` when the API server would admit it. */
+export type Add = (reason: string, message: string, nodeOnly?: boolean) => void;
 
-/** Errors for a path that must stay inside the volume (items paths, subPath). */
-export function descendingPathErrors(path: unknown, field: string, allowEmpty = false): string[] {
-  if (typeof path !== 'string') return path === undefined && allowEmpty ? [] : [`${field}: Required value`];
-  if (path === '') return allowEmpty ? [] : [`${field}: Required value`];
-  const errs: string[] = [];
-  if (path.startsWith('/')) errs.push(`${field}: Invalid value: ${q(path)}: must be a relative path`);
-  if (path.split('/').includes('..')) errs.push(`${field}: Invalid value: ${q(path)}: must not contain '..'`);
-  if (path.includes('\0')) errs.push(`${field}: Invalid value: ${q(path)}: must not contain a NUL byte`);
+/** One field error, with whether only the node refuses it. */
+export interface FieldError {
+  message: string;
+  nodeOnly?: boolean;
+}
+
+/** `path` holds a NUL byte: the API server stores it, but no system call can use it. */
+export function nulByteError(path: string, field: string): FieldError[] {
+  return path.includes('\0')
+    ? [{ message: `${field}: Invalid value: ${q(path)}: must not contain a NUL byte`, nodeOnly: true }]
+    : [];
+}
+
+/**
+ * validateLocalDescendingPath (items paths, subPath): relative, no `..` element
+ * (one error even for `../..`, as upstream).
+ */
+export function descendingPathErrors(path: unknown, field: string, allowEmpty = false): FieldError[] {
+  if (typeof path !== 'string')
+    return path === undefined && allowEmpty ? [] : [{ message: `${field}: Required value` }];
+  if (path === '') return allowEmpty ? [] : [{ message: `${field}: Required value` }];
+  const errs: FieldError[] = [];
+  if (path.startsWith('/'))
+    errs.push({ message: `${field}: Invalid value: ${q(path)}: must be a relative path` });
+  if (path.split('/').includes('..'))
+    errs.push({ message: `${field}: Invalid value: ${q(path)}: must not contain '..'` });
+  errs.push(...nulByteError(path, field));
   return errs;
 }
 
-/** validateLocalNonReservedPath + AtomicWriter's limits: paths of files a volume plugin writes. */
-export function payloadPathErrors(path: unknown, field: string): string[] {
+/**
+ * ValidateLocalNonReservedPath: the paths of files a volume plugin writes. The
+ * atomic writer's length limits are checked when it writes, as in kubelet.
+ */
+export function payloadPathErrors(path: unknown, field: string): FieldError[] {
   const errs = descendingPathErrors(path, field);
   if (typeof path !== 'string' || path === '') return errs;
-  // `..data` and friends are AtomicWriter's own bookkeeping entries.
-  if (path.startsWith('..')) errs.push(`${field}: Invalid value: ${q(path)}: must not start with '..'`);
-  if (path.length > MAX_PATH_LENGTH) {
-    errs.push(`${field}: Invalid value: must not be longer than ${MAX_PATH_LENGTH} characters`);
-  }
-  if (path.split('/').some((e) => e.length > MAX_FILE_NAME_LENGTH)) {
-    errs.push(
-      `${field}: Invalid value: no path element may be longer than ${MAX_FILE_NAME_LENGTH} characters`,
-    );
-  }
+  // `..data` and friends are AtomicWriter's own bookkeeping entries. Upstream does
+  // not report this when the `..` element check already caught it.
+  if (path.startsWith('..') && !path.startsWith('../'))
+    errs.push({ message: `${field}: Invalid value: ${q(path)}: must not start with '..'` });
   return errs;
 }
 
@@ -119,7 +138,7 @@ export function checkItems(
   items: unknown,
   field: string,
   add: Add,
-  paths: Set<string> | undefined,
+  paths: ProjectedPaths | undefined,
   more: (item: Obj, f: string) => void,
 ): void {
   if (items === undefined || items === null) return;
@@ -134,25 +153,35 @@ export function checkItems(
       return;
     }
     more(item, f);
-    for (const e of payloadPathErrors(item.path, `${f}.path`)) add(VolumeReason.InvalidPath, e);
+    for (const e of payloadPathErrors(item.path, `${f}.path`))
+      add(VolumeReason.InvalidPath, e.message, e.nodeOnly);
     const me = modeError(item.mode, `${f}.mode`);
     if (me) add(VolumeReason.InvalidMode, me);
     notePath(item.path, f, add, paths);
   });
 }
 
-export function checkKeyToPaths(items: unknown, field: string, add: Add, paths?: Set<string>): void {
+export function checkKeyToPaths(items: unknown, field: string, add: Add, paths?: ProjectedPaths): void {
   checkItems(items, field, add, paths, (item, f) => {
     if (typeof item.key !== 'string' || item.key === '')
       add(VolumeReason.InvalidField, `${f}.key: Required value`);
   });
 }
 
+/** The paths a projected volume's sources write so far; errors name the projected field, as upstream. */
+export class ProjectedPaths extends Set<string> {
+  readonly field: string;
+  constructor(field: string) {
+    super();
+    this.field = field;
+  }
+}
+
 // Projected sources share one directory: two files at the same path would overwrite each other.
-export function notePath(path: unknown, field: string, add: Add, paths?: Set<string>): void {
+export function notePath(path: unknown, _field: string, add: Add, paths?: ProjectedPaths): void {
   if (!paths || typeof path !== 'string' || path === '') return;
   if (paths.has(path))
-    add(VolumeReason.InvalidPath, `${field}.path: Invalid value: ${q(path)}: conflicting duplicate paths`);
+    add(VolumeReason.InvalidPath, `${paths.field}: Invalid value: ${q(path)}: conflicting duplicate paths`);
   paths.add(path);
 }
 

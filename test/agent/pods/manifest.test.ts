@@ -99,6 +99,45 @@ describe('parseManifestFile', () => {
     assert.match(errors[5].message, /a list/);
   });
 
+  test('a static pod with an invalid volume is refused as a pod, as kubelet validates a manifest whole', () => {
+    const text = `apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers: [{name: a, image: b, volumeMounts: [{name: made, mountPath: /m}, {name: cfg, mountPath: /c}]}]
+  volumes:
+    - {name: made, hostPath: {path: /var/lib/made, type: DirectoryOrCreate}}
+    - {name: cfg, configMap: {name: c, items: [{key: k, path: ../escape}]}}
+---
+${pod('other')}`;
+    const { pods, errors } = parseManifestFile(text, '/m/p.yaml', 'n');
+    assert.deepEqual(
+      pods.map((p) => p.metadata?.name),
+      ['other-n'],
+      'the other document is still its own pod',
+    );
+    assert.equal(errors.length, 1);
+    assert.equal(errors[0].reason, 'InvalidPod');
+    assert.equal(errors[0].document, 1);
+    assert.equal(
+      errors[0].message,
+      `invalid pod: spec.volumes[1].configMap.items[0].path: Invalid value: "../escape": must not contain '..'`,
+    );
+  });
+
+  test('a volume only this node refuses (gitRepo, disabled in kubelet) does not refuse the pod', () => {
+    const text = `apiVersion: v1
+kind: Pod
+metadata: {name: web}
+spec:
+  containers: [{name: a, image: b, volumeMounts: [{name: src, mountPath: /src}]}]
+  volumes: [{name: src, gitRepo: {repository: "https://example.invalid/r.git"}}]
+`;
+    const { pods, errors } = parseManifestFile(text, '/m/p.yaml', 'n');
+    assert.deepEqual(errors, []);
+    assert.equal(pods.length, 1);
+  });
+
   test('a pod invalid as a whole is reported and skipped, naming every problem', () => {
     const cases: [string, RegExp][] = [
       ['apiVersion: v1\nkind: Pod\nspec: {containers: [{name: a, image: b}]}\n', /metadata: Required value/],
