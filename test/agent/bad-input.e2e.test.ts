@@ -130,8 +130,8 @@ mountTest('bad volumes get precise reasons; the rest of the pod and other pods w
   assert.deepEqual((await readdir(base)).sort(), ['a-file', 'manifests', 'root']);
   assert.deepEqual(
     (await readdir(root)).sort(),
-    ['pods', 'podvol'],
-    'kubelet layout under pods/, podvol records under podvol/',
+    ['plugins_registry', 'pods', 'podvol'],
+    'kubelet layout under pods/ (and the CSI registration directory), podvol records under podvol/',
   );
   assert.ok(
     p.logLines().some((l) => l.msg === 'MountVolume.SetUp failed' && l.reason === 'HostPathTypeMismatch'),
