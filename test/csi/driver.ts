@@ -48,6 +48,8 @@ export interface CallRecord {
   /** grpc code returned; 0 for success. */
   code: number;
   at: number;
+  /** Time spent in the driver for this call (injected delays included), milliseconds. */
+  ms: number;
 }
 
 export const configPath = (stateDir: string) => join(stateDir, 'config.json');
@@ -227,6 +229,7 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
   };
   const wrap = (method: string) => {
     return (call: grpc.ServerUnaryCall<Record<string, unknown>, object>, cb: grpc.sendUnaryData<object>) => {
+      const t0 = performance.now();
       const run = async () => {
         const cfg = readDriverConfig(stateDir);
         const delay = cfg.delays?.[method];
@@ -247,12 +250,12 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
       };
       run().then(
         (res) => {
-          log({ method, request: call.request, code: 0, at: Date.now() });
+          log({ method, request: call.request, code: 0, at: Date.now(), ms: performance.now() - t0 });
           cb(null, res);
         },
         (err: unknown) => {
           const code = err instanceof CallError ? err.code : grpc.status.INTERNAL;
-          log({ method, request: call.request, code, at: Date.now() });
+          log({ method, request: call.request, code, at: Date.now(), ms: performance.now() - t0 });
           cb({
             code,
             details: (err as Error).message,
