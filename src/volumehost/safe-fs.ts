@@ -1,0 +1,458 @@
+// The one safe filesystem primitive: open, create and remove paths *beneath* a
+// trusted root without ever following a symlink or crossing a mount, even when
+// something (a running container, a hostile hostPath) swaps entries while we
+// work. kubelet gets this from openat/mkdirat/unlinkat (pkg/volume/util/subpath,
+// pkg/util/removeall); Node has no *at calls, but the magic link
+// `/proc/self/fd/<dirfd>/<name>` gives exactly their semantics: the kernel jumps
+// to the open directory itself (wherever it has been moved since) and looks up
+// only `<name>` in it, so with O_NOFOLLOW / lstat / unlink / rmdir / mkdir the
+// last component is never followed. A mount is detected by comparing the
+// `mnt_id:` of a child's fd (/proc/self/fdinfo) with its parent's, which also
+// catches bind mounts of the same filesystem (st_dev would not).
+//
+// The root is trusted (it is followed if it is a symlink: an operator may make
+// /var/lib/podvol one). Every component below it is untrusted.
+
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { type FileHandle, mkdir, open, opendir, readFile, rename, rmdir, unlink } from 'node:fs/promises';
+import { isAbsolute, resolve, sep } from 'node:path';
+
+// libuv adds O_CLOEXEC to every open(2) itself.
+const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = constants;
+/** O_PATH (Linux, same value on x86-64 and arm64); node does not export it. */
+const O_PATH = 0o10000000;
+const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
+/** Directory fds held open at once by one removal; deeper trees are moved up (see removeChildren). */
+const MAX_OPEN_DEPTH = 64;
+/** A directory refilled by a running writer is retried this many times before giving up. */
+const MAX_RMDIR_ATTEMPTS = 10;
+const READDIR_BATCH = 1024;
+
+export type UnsafeKind = 'symlink' | 'mount' | 'notDirectory' | 'badPath';
+
+/** Something below the root was a symlink, a mount point, not a directory, or the path escapes. */
+export class UnsafePathError extends Error {
+  readonly reason = 'UnsafePath';
+  readonly kind: UnsafeKind;
+  /** The path as the caller named it (never a /proc/self/fd path). */
+  readonly path: string;
+  constructor(kind: UnsafeKind, path: string, detail: string) {
+    super(`unsafe path ${path}: ${detail}`);
+    this.name = 'UnsafePathError';
+    this.kind = kind;
+    this.path = path;
+  }
+}
+
+export interface BeneathOptions {
+  /**
+   * Mount points that may be passed through: `false` (default) none, `'last'`
+   * only the final component (a mounted volume itself), `true` any.
+   */
+  crossMounts?: boolean | 'last';
+}
+
+function errno(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException | null)?.code;
+}
+
+/**
+ * The components of a path relative to a root. Empty and `.` components are
+ * dropped; `..` anywhere, and an absolute path, are refused: a path built from
+ * pod data is checked here before it is used.
+ */
+export function splitBeneath(rel: string, displayRoot = ''): string[] {
+  if (isAbsolute(rel)) throw new UnsafePathError('badPath', rel, 'must be relative to its root');
+  const parts = rel.split('/').filter((p) => p !== '' && p !== '.');
+  if (parts.includes('..')) {
+    throw new UnsafePathError(
+      'badPath',
+      displayRoot ? `${displayRoot}/${rel}` : rel,
+      "must not contain '..'",
+    );
+  }
+  return parts;
+}
+
+/**
+ * `path` (absolute, built by podvol) as components below `root`. Refuses a
+ * path that is not lexically below root or that contains `..`.
+ */
+export function relativeBeneath(root: string, path: string): string {
+  if (path.split('/').includes('..')) throw new UnsafePathError('badPath', path, "must not contain '..'");
+  const r = resolve(root);
+  const p = resolve(path);
+  if (p === r) return '';
+  if (!p.startsWith(r + sep)) throw new UnsafePathError('badPath', path, `is not below ${root}`);
+  return p.slice(r.length + 1);
+}
+
+async function mountIdOf(fd: number): Promise<number> {
+  const info = await readFile(`/proc/self/fdinfo/${fd}`, 'utf8');
+  const m = /^mnt_id:\s*(\d+)/m.exec(info);
+  if (!m) throw new Error(`no mnt_id in /proc/self/fdinfo/${fd}`);
+  return Number(m[1]);
+}
+
+/**
+ * An open directory. `procPath` names it for any path-based call (valid until
+ * close); `path` is what it was opened as, for messages. Close it.
+ */
+export class SafeDir {
+  readonly path: string;
+  readonly mountId: number;
+  readonly #fh: FileHandle;
+
+  private constructor(fh: FileHandle, path: string, mountId: number) {
+    this.#fh = fh;
+    this.path = path;
+    this.mountId = mountId;
+  }
+
+  /** Opens a trusted directory by path (symlinks in it are followed). */
+  static async openRoot(path: string, display = path): Promise<SafeDir> {
+    const fh = await open(path, O_RDONLY | O_DIRECTORY);
+    try {
+      return new SafeDir(fh, display, await mountIdOf(fh.fd));
+    } catch (err) {
+      await fh.close();
+      throw err;
+    }
+  }
+
+  get fd(): number {
+    return this.#fh.fd;
+  }
+
+  /** `/proc/self/fd/<fd>`: in-process path-based calls act on this very directory. */
+  get procPath(): string {
+    return `/proc/self/fd/${this.#fh.fd}`;
+  }
+
+  /** `/proc/<pid>/fd/<fd>`: the same for a child process such as mount(8) (kubelet's subPath trick). */
+  get hostProcPath(): string {
+    return `/proc/${process.pid}/fd/${this.#fh.fd}`;
+  }
+
+  /** `name` (one component) inside this directory, for a path-based call that must not follow it. */
+  child(name: string): string {
+    if (name === '' || name === '.' || name === '..' || name.includes('/')) {
+      throw new UnsafePathError('badPath', `${this.path}/${name}`, 'not a single path component');
+    }
+    return `${this.procPath}/${name}`;
+  }
+
+  stat() {
+    return this.#fh.stat();
+  }
+
+  chmod(mode: number): Promise<void> {
+    return this.#fh.chmod(mode);
+  }
+
+  chown(uid: number, gid: number): Promise<void> {
+    return this.#fh.chown(uid, gid);
+  }
+
+  /**
+   * Opens the directory `name` inside this one without following a symlink.
+   * A mount point is refused unless `allowMount`.
+   */
+  async openChild(name: string, allowMount = false): Promise<SafeDir> {
+    const display = `${this.path}/${name}`;
+    let fh: FileHandle;
+    try {
+      fh = await open(this.child(name), DIR_FLAGS);
+    } catch (err) {
+      // O_NOFOLLOW|O_DIRECTORY on a symlink: ELOOP or ENOTDIR depending on the kernel.
+      if (errno(err) === 'ELOOP') throw new UnsafePathError('symlink', display, 'is a symbolic link');
+      if (errno(err) === 'ENOTDIR') {
+        throw new UnsafePathError('notDirectory', display, 'is not a directory (or is a symbolic link)');
+      }
+      throw err;
+    }
+    try {
+      const id = await mountIdOf(fh.fd);
+      if (id !== this.mountId && !allowMount) {
+        throw new UnsafePathError('mount', display, 'is a mount point');
+      }
+      return new SafeDir(fh, display, id);
+    } catch (err) {
+      await fh.close();
+      throw err;
+    }
+  }
+
+  close(): Promise<void> {
+    return this.#fh.close();
+  }
+}
+
+type Root = string | SafeDir;
+
+async function rootDir(root: Root): Promise<{ dir: SafeDir; owned: boolean }> {
+  return typeof root === 'string'
+    ? { dir: await SafeDir.openRoot(root), owned: true }
+    : { dir: root, owned: false };
+}
+
+/** Walks `parts` from `start`, closing every intermediate directory; `start` is never closed. */
+async function walk(start: SafeDir, parts: string[], opts: BeneathOptions): Promise<SafeDir> {
+  let cur = start;
+  try {
+    for (let i = 0; i < parts.length; i++) {
+      const last = i === parts.length - 1;
+      const allow = opts.crossMounts === true || (opts.crossMounts === 'last' && last);
+      const next = await cur.openChild(parts[i], allow);
+      if (cur !== start) await cur.close();
+      cur = next;
+    }
+    return cur;
+  } catch (err) {
+    if (cur !== start) await cur.close();
+    throw err;
+  }
+}
+
+/**
+ * Opens the directory `rel` below `root`, one component at a time, never
+ * following a symlink, and (unless `crossMounts`) never entering a mount
+ * point. `rel` '' opens the root itself (a new handle for a SafeDir root). The
+ * caller closes the result.
+ */
+export async function openDirBeneath(root: Root, rel: string, opts: BeneathOptions = {}): Promise<SafeDir> {
+  const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
+  const { dir, owned } = await rootDir(root);
+  if (parts.length === 0) {
+    if (owned) return dir;
+    return SafeDir.openRoot(dir.procPath, dir.path);
+  }
+  try {
+    return await walk(dir, parts, opts);
+  } finally {
+    if (owned) await dir.close();
+  }
+}
+
+/** Runs `fn` with the directory `rel` below `root` open (see openDirBeneath), then closes it. */
+export async function withDirBeneath<T>(
+  root: Root,
+  rel: string,
+  fn: (dir: SafeDir) => Promise<T>,
+  opts: BeneathOptions = {},
+): Promise<T> {
+  const dir = await openDirBeneath(root, rel, opts);
+  try {
+    return await fn(dir);
+  } finally {
+    await dir.close();
+  }
+}
+
+/**
+ * Opens `rel` below `root` (any file type; the final component is not
+ * followed either: a symlink there opens the link itself) as an O_PATH fd,
+ * for a bind mount from `/proc/<pid>/fd/<fd>`. The caller closes it.
+ */
+export async function openPathBeneath(
+  root: Root,
+  rel: string,
+  opts: BeneathOptions = {},
+): Promise<FileHandle> {
+  const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
+  if (parts.length === 0) throw new UnsafePathError('badPath', rel, 'names the root itself');
+  const parent = await openDirBeneath(root, parts.slice(0, -1).join('/'), {
+    crossMounts: opts.crossMounts === true,
+  });
+  try {
+    const name = parts[parts.length - 1];
+    const fh = await open(parent.child(name), O_PATH | O_NOFOLLOW);
+    try {
+      if ((await mountIdOf(fh.fd)) !== parent.mountId && !opts.crossMounts) {
+        throw new UnsafePathError('mount', `${parent.path}/${name}`, 'is a mount point');
+      }
+    } catch (err) {
+      await fh.close();
+      throw err;
+    }
+    return fh;
+  } finally {
+    await parent.close();
+  }
+}
+
+/**
+ * mkdir -p of `rel` below `root` with mkdirat semantics: every existing
+ * component must be a real directory (a symlink is refused, not followed);
+ * missing ones are created with `mode` (minus the umask, as mkdir(2)).
+ */
+export async function mkdirAllBeneath(
+  root: Root,
+  rel: string,
+  mode = 0o755,
+  opts: BeneathOptions = {},
+): Promise<void> {
+  const dir = await openMkdirAll(root, rel, mode, opts);
+  await dir.close();
+}
+
+/** mkdirAllBeneath, returning the final directory open (the caller closes it). */
+export async function openMkdirAll(
+  root: Root,
+  rel: string,
+  mode = 0o755,
+  opts: BeneathOptions = {},
+): Promise<SafeDir> {
+  const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
+  const { dir: start, owned } = await rootDir(root);
+  if (parts.length === 0) return owned ? start : SafeDir.openRoot(start.procPath, start.path);
+  let cur = start;
+  try {
+    for (let i = 0; i < parts.length; i++) {
+      const last = i === parts.length - 1;
+      const allow = opts.crossMounts === true || (opts.crossMounts === 'last' && last);
+      try {
+        await mkdir(cur.child(parts[i]), { mode });
+      } catch (err) {
+        if (errno(err) !== 'EEXIST') throw err;
+      }
+      const next = await cur.openChild(parts[i], allow);
+      if (cur !== start) await cur.close();
+      cur = next;
+    }
+    return cur;
+  } catch (err) {
+    if (cur !== start) await cur.close();
+    throw err;
+  } finally {
+    if (owned) await start.close();
+  }
+}
+
+/**
+ * rm -rf of `rel` below `root`, relative to open directory fds: no symlink is
+ * ever followed (a symlink is removed as a link, wherever it is, even if it is
+ * swapped in while we work), and nothing is removed across a mount boundary (a
+ * mount point at or below the target stops the removal with an
+ * UnsafePathError before it is entered). The components leading to the
+ * target must be real directories on the root's mount. A missing target is
+ * success; a target that is a symlink or file is just unlinked.
+ */
+export async function removeAllBeneath(root: Root, rel: string): Promise<void> {
+  const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
+  if (parts.length === 0) throw new UnsafePathError('badPath', rel, 'refusing to remove the root itself');
+  let parent: SafeDir;
+  try {
+    parent = await openDirBeneath(root, parts.slice(0, -1).join('/'));
+  } catch (err) {
+    if (errno(err) === 'ENOENT') return;
+    throw err;
+  }
+  try {
+    await removeEntry(parent, parts[parts.length - 1], 0, undefined);
+  } finally {
+    await parent.close();
+  }
+}
+
+/** Removes everything inside the directory `rel` below root (which must exist), keeping the directory. */
+export async function removeContentsBeneath(
+  root: Root,
+  rel: string,
+  opts: BeneathOptions = {},
+): Promise<void> {
+  await withDirBeneath(root, rel, (dir) => removeChildren(dir, 0, { top: dir, movedUp: 0 }), opts);
+}
+
+async function readNames(dir: SafeDir): Promise<string[]> {
+  const names: string[] = [];
+  const d = await opendir(dir.procPath, { bufferSize: 128 });
+  try {
+    for await (const e of d) {
+      names.push(e.name);
+      if (names.length >= READDIR_BATCH) break;
+    }
+  } finally {
+    await d.close().catch(() => {});
+  }
+  return names;
+}
+
+/** Removal state shared by one removeAll: how many directories were moved up into the top one. */
+interface Removal {
+  top: SafeDir;
+  movedUp: number;
+}
+
+/**
+ * Empties `dir`. At depth MAX_OPEN_DEPTH a subdirectory is renamed up into
+ * the top directory instead of being entered, so a hostile million-level tree
+ * costs a bounded number of fds. A directory a writer keeps refilling is given
+ * up after MAX_RMDIR_ATTEMPTS passes (ENOTEMPTY), so a removal always ends.
+ */
+async function removeChildren(dir: SafeDir, depth: number, r: Removal): Promise<void> {
+  let passes = 0;
+  for (;;) {
+    const names = await readNames(dir);
+    if (names.length === 0) return;
+    const budget = MAX_RMDIR_ATTEMPTS + (dir === r.top ? r.movedUp : 0);
+    if (names.length < READDIR_BATCH && ++passes > budget) {
+      const err = new Error(`ENOTEMPTY: ${dir.path} keeps being refilled while it is removed`);
+      throw Object.assign(err, { code: 'ENOTEMPTY' });
+    }
+    for (const name of names) await removeEntry(dir, name, depth, r);
+  }
+}
+
+async function removeEntry(
+  parent: SafeDir,
+  name: string,
+  depth: number,
+  r: Removal | undefined,
+): Promise<void> {
+  const at = parent.child(name);
+  for (let attempt = 1; ; attempt++) {
+    // Not a directory (a file, a symlink, whatever was swapped in): unlink never follows.
+    try {
+      await unlink(at);
+      return;
+    } catch (err) {
+      const code = errno(err);
+      if (code === 'ENOENT') return;
+      if (code === 'EBUSY') throw new UnsafePathError('mount', `${parent.path}/${name}`, 'is a mount point');
+      if (code !== 'EISDIR' && code !== 'EPERM') throw err;
+    }
+    let child: SafeDir;
+    try {
+      child = await parent.openChild(name);
+    } catch (err) {
+      if (errno(err) === 'ENOENT') return;
+      // Swapped for a symlink or file since the unlink: unlink it next round.
+      if (err instanceof UnsafePathError && err.kind !== 'mount' && attempt < MAX_RMDIR_ATTEMPTS) continue;
+      throw err;
+    }
+    try {
+      if (r !== undefined && depth >= MAX_OPEN_DEPTH) {
+        // Same mount (checked by openChild), so rename(2) works; the top loop meets it again.
+        await rename(at, r.top.child(`.podvol-removing-${randomBytes(6).toString('hex')}`));
+        r.movedUp++;
+        return;
+      }
+      await removeChildren(child, depth + 1, r ?? { top: child, movedUp: 0 });
+    } finally {
+      await child.close();
+    }
+    try {
+      await rmdir(at);
+      return;
+    } catch (err) {
+      const code = errno(err);
+      if (code === 'ENOENT') return;
+      // ENOTDIR: swapped for a symlink after we emptied it; ENOTEMPTY: refilled. Go round again.
+      if ((code === 'ENOTDIR' || code === 'ENOTEMPTY' || code === 'EEXIST') && attempt < MAX_RMDIR_ATTEMPTS)
+        continue;
+      throw err;
+    }
+  }
+}

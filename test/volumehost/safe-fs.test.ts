@@ -1,0 +1,215 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
+import { chmod, mkdir, readdir, rename, stat, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { type TestContext, test } from 'node:test';
+import {
+  mkdirAllBeneath,
+  openDirBeneath,
+  openPathBeneath,
+  relativeBeneath,
+  removeAllBeneath,
+  removeContentsBeneath,
+  UnsafePathError,
+  withDirBeneath,
+} from '../../src/volumehost/safe-fs.ts';
+import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { scratchDir, sh } from '../mount/helpers.ts';
+
+async function fill(dir: string, files: number): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  for (let i = 0; i < files; i++) await writeFile(join(dir, `f${i}`), `precious ${i}`);
+}
+
+function countFiles(dir: string): number {
+  let n = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    if (e.isDirectory()) n += countFiles(join(dir, e.name));
+    else n++;
+  }
+  return n;
+}
+
+const isUnsafe = (kind: string) => (err: unknown) => err instanceof UnsafePathError && err.kind === kind;
+
+test('mkdirAllBeneath creates missing directories and refuses a symlink component', async (t) => {
+  const root = await tempDir(t);
+  const outside = await tempDir(t);
+  await mkdirAllBeneath(root, 'a/b/c', 0o750);
+  assert.equal((await stat(join(root, 'a/b/c'))).mode & 0o777, 0o750);
+  await symlink(outside, join(root, 'a/link'));
+  await assert.rejects(mkdirAllBeneath(root, 'a/link/x'), isUnsafe('notDirectory'));
+  assert.deepEqual(await readdir(outside), [], 'nothing created through the symlink');
+  await symlink(join(outside, 'dangling'), join(root, 'a/dangling'));
+  await assert.rejects(mkdirAllBeneath(root, 'a/dangling'), isUnsafe('notDirectory'));
+  assert.equal(existsSync(join(outside, 'dangling')), false, 'a dangling symlink is not created through');
+});
+
+test('paths with .. or absolute paths are refused before anything is touched', async (t) => {
+  const root = await tempDir(t);
+  for (const bad of ['..', '../x', 'a/../../x', '/etc', 'a/..']) {
+    await assert.rejects(mkdirAllBeneath(root, bad), isUnsafe('badPath'), bad);
+    await assert.rejects(removeAllBeneath(root, bad), isUnsafe('badPath'), bad);
+    await assert.rejects(openDirBeneath(root, bad), isUnsafe('badPath'), bad);
+  }
+  await assert.rejects(removeAllBeneath(root, ''), isUnsafe('badPath'));
+  assert.equal(relativeBeneath('/r/pods', '/r/pods/u/volumes'), 'u/volumes');
+  assert.throws(() => relativeBeneath('/r/pods', '/r/podsx/u'), isUnsafe('badPath'));
+  assert.throws(() => relativeBeneath('/r/pods', '/r/pods/u/../../etc'), isUnsafe('badPath'));
+});
+
+test('openDirBeneath refuses symlinks at every component; the open dir follows renames', async (t) => {
+  const root = await tempDir(t);
+  const outside = await tempDir(t);
+  await mkdir(join(root, 'vol/sub'), { recursive: true });
+  await symlink(outside, join(root, 'vol/link'));
+  await assert.rejects(openDirBeneath(root, 'vol/link'), isUnsafe('notDirectory'));
+  await assert.rejects(openDirBeneath(root, 'vol/link/x'), isUnsafe('notDirectory'));
+  await withDirBeneath(root, 'vol/sub', async (dir) => {
+    await rename(join(root, 'vol/sub'), join(root, 'vol/moved'));
+    await symlink(outside, join(root, 'vol/sub'));
+    await writeFile(dir.child('f'), 'x');
+  });
+  assert.deepEqual(await readdir(outside), [], 'writes went to the directory that was opened');
+  assert.equal(readFileSync(join(root, 'vol/moved/f'), 'utf8'), 'x');
+  // A SafeDir is a root too; the final component of an O_PATH open is not followed.
+  await withDirBeneath(root, 'vol', async (vol) => {
+    const fh = await openPathBeneath(vol, 'link');
+    try {
+      assert.equal((await fh.stat()).isSymbolicLink(), true);
+    } finally {
+      await fh.close();
+    }
+  });
+});
+
+test('removeAllBeneath removes a tree, unlinks symlinks without following them, and is idempotent', async (t) => {
+  const root = await tempDir(t);
+  const outside = await tempDir(t);
+  await fill(outside, 5);
+  await fill(join(root, 'vol/a/b/c'), 3);
+  await symlink(outside, join(root, 'vol/a/link-dir'));
+  await symlink(join(outside, 'f0'), join(root, 'vol/a/b/link-file'));
+  await chmod(join(root, 'vol/a/b'), 0o000); // root ignores permissions, as rm -rf does
+  await removeAllBeneath(root, 'vol');
+  assert.equal(existsSync(join(root, 'vol')), false);
+  assert.equal(countFiles(outside), 5);
+  await removeAllBeneath(root, 'vol'); // already gone
+  await removeAllBeneath(root, 'missing/parent/vol');
+  // The target itself a symlink: the link goes, not what it points to.
+  await symlink(outside, join(root, 'vol'));
+  await removeAllBeneath(root, 'vol');
+  assert.equal(existsSync(join(root, 'vol')), false);
+  assert.equal(countFiles(outside), 5);
+  // A symlink on the way to the target: refused.
+  await mkdir(join(root, 'p'));
+  await symlink(outside, join(root, 'p/volumes'));
+  await assert.rejects(removeAllBeneath(root, 'p/volumes/f0'), isUnsafe('notDirectory'));
+  assert.equal(countFiles(outside), 5);
+});
+
+test('removeAllBeneath handles trees deeper than its fd budget', async (t) => {
+  const root = await tempDir(t);
+  let rel = 'deep';
+  for (let i = 0; i < 150; i++) rel += '/d';
+  await mkdirAllBeneath(root, rel);
+  await writeFile(join(root, rel, 'leaf'), 'x');
+  const fdsBefore = readdirSync('/proc/self/fd').length;
+  await removeAllBeneath(root, 'deep');
+  assert.equal(existsSync(join(root, 'deep')), false);
+  assert.equal(readdirSync('/proc/self/fd').length, fdsBefore, 'no fd leaked');
+});
+
+test('removeContentsBeneath empties a directory and keeps it', async (t) => {
+  const root = await tempDir(t);
+  await fill(join(root, 'v/x'), 2);
+  await removeContentsBeneath(root, 'v');
+  assert.deepEqual(await readdir(join(root, 'v')), []);
+});
+
+mountTest('removal stops at a mount point, including a bind mount of the same filesystem', async (t) => {
+  const root = await scratchDir(t);
+  await fill(join(root, 'pod/vol/data'), 2);
+  await fill(join(root, 'bindsrc'), 3);
+  await mkdir(join(root, 'pod/vol/bind'));
+  sh('mount', ['--bind', join(root, 'bindsrc'), join(root, 'pod/vol/bind')]);
+  await assert.rejects(removeAllBeneath(root, 'pod'), isUnsafe('mount'));
+  assert.equal(countFiles(join(root, 'bindsrc')), 3, 'nothing deleted inside the bind mount');
+  sh('umount', [join(root, 'pod/vol/bind')]);
+  await mkdir(join(root, 'pod/vol/tmp'));
+  sh('mount', ['-t', 'tmpfs', 'tmpfs', join(root, 'pod/vol/tmp')]);
+  await writeFile(join(root, 'pod/vol/tmp/keep'), 'x');
+  await assert.rejects(removeAllBeneath(root, 'pod/vol/tmp'), isUnsafe('mount'));
+  await assert.rejects(openDirBeneath(root, 'pod/vol/tmp'), isUnsafe('mount'));
+  await assert.rejects(openDirBeneath(root, 'pod/vol/tmp/..x'), isUnsafe('mount'));
+  await (await openDirBeneath(root, 'pod/vol/tmp', { crossMounts: 'last' })).close();
+  assert.equal(readFileSync(join(root, 'pod/vol/tmp/keep'), 'utf8'), 'x');
+  sh('umount', [join(root, 'pod/vol/tmp')]);
+  await removeAllBeneath(root, 'pod');
+  assert.equal(existsSync(join(root, 'pod')), false);
+});
+
+/**
+ * A separate process that, as fast as it can, swaps the directories below
+ * `tree` for symlinks to `outside` and back (and files for symlinks to files
+ * outside): what a container still writing to its emptyDir can do during
+ * teardown.
+ */
+function startSwapper(t: TestContext, tree: string, outside: string): ChildProcess {
+  const code = `
+    const fs = require('node:fs');
+    const [tree, outside] = process.argv.slice(1);
+    let i = 0;
+    for (;;) {
+      const k = i++ % 4;
+      const d = tree + '/sub' + k;
+      try { fs.renameSync(d, d + '.away'); } catch {}
+      try { fs.symlinkSync(outside, d); } catch {}
+      try { fs.symlinkSync(outside + '/f' + k, d + '.away/f0'); } catch {}
+      try { fs.unlinkSync(d); } catch {}
+      try { fs.renameSync(d + '.away', d); } catch {}
+      try { fs.mkdirSync(d, { recursive: true }); fs.writeFileSync(d + '/new' + (i % 7), 'x'); } catch {}
+      if (i % 50 === 0) { try { fs.symlinkSync(outside, tree + '/top' + (i % 3)); } catch {} }
+    }`;
+  const child = spawn(process.execPath, ['-e', code, tree, outside], { stdio: 'ignore' });
+  t.after(() => {
+    child.kill('SIGKILL');
+  });
+  return child;
+}
+
+test('a process swapping directories for symlinks during removal never gets anything outside deleted', async (t) => {
+  const root = await tempDir(t);
+  const outside = await tempDir(t);
+  await fill(join(outside, 'nested'), 50);
+  await fill(outside, 50);
+  // The "container" may add files outside through its symlinks (it could anyway); none may go.
+  const originals = () =>
+    [...Array(50).keys()].flatMap((i) => [join(outside, `f${i}`), join(outside, `nested/f${i}`)]);
+  const intact = () => originals().every((f) => readFileSync(f, 'utf8').startsWith('precious'));
+  const iterations = Number(process.env.PODVOL_RACE_ITERATIONS ?? 30);
+  const tree = join(root, 'vol/tree');
+  const swapper = startSwapper(t, tree, outside);
+  let removed = 0;
+  let refused = 0;
+  for (let i = 0; i < iterations; i++) {
+    for (let k = 0; k < 4; k++) await fill(join(tree, `sub${k}/deeper`), 5).catch(() => {});
+    try {
+      await removeAllBeneath(root, 'vol/tree');
+      removed++;
+    } catch (err) {
+      // A writer that keeps refilling the tree may outlast the retries; that is a clean refusal.
+      assert.ok(
+        err instanceof UnsafePathError ||
+          ['ENOTEMPTY', 'ENOTDIR', 'EEXIST'].includes(String((err as NodeJS.ErrnoException).code)),
+        String(err),
+      );
+      refused++;
+    }
+    assert.ok(intact(), `iteration ${i}: a file outside was deleted`);
+  }
+  swapper.kill('SIGKILL');
+  assert.ok(removed > 0, `the removal succeeded at least once (${removed} removed, ${refused} refused)`);
+  assert.ok(lstatSync(outside).isDirectory());
+});
