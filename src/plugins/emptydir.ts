@@ -1,12 +1,19 @@
 // kubernetes.io/empty-dir (k/k pkg/volume/emptydir): a directory on disk, a
 // tmpfs (medium Memory) or a hugetlbfs (medium HugePages[-<size>]). Also the
 // wrapper under configMap/secret/downwardAPI/projected, named wrapped_<vol>.
-import { chmod, lstat, mkdir, rm, stat, statfs, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { lstat, stat, statfs } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import type * as mount from '../mount/types.ts';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
-import { removeAllOneFilesystem } from '../volumehost/removeall.ts';
+import {
+  mkdirAllBeneath,
+  openDirBeneath,
+  openMkdirAll,
+  relativeBeneath,
+  removeAllBeneath,
+  withDirBeneath,
+} from '../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { tmpfsNoswapSupported } from './memory.ts';
 import { quantityToBigInt } from './quantity-bytes.ts';
@@ -66,10 +73,14 @@ async function isReady(dir: string): Promise<boolean> {
   }
 }
 
-async function setReady(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o750 });
-  // os.Create in kubelet's SetReady: 0666 minus the umask.
-  await writeFile(join(dir, 'ready'), '', { mode: 0o666 });
+async function setReady(podsDir: string, dir: string): Promise<void> {
+  const meta = await openMkdirAll(podsDir, relativeBeneath(podsDir, dir), 0o750);
+  try {
+    // os.Create in kubelet's SetReady: 0666 minus the umask.
+    await meta.writeFile('ready', '', 0o666, { exactMode: false });
+  } finally {
+    await meta.close();
+  }
 }
 
 /** What is mounted at a directory, as kubelet's GetMountMedium reports it. */
@@ -228,6 +239,9 @@ class EmptyDirMounter implements Mounter {
     const mounter = this.#host.getMounter();
     const medium = this.#spec.volume?.emptyDir?.medium ?? '';
     const meta = metaDir(this.#host, this.#podUID, this.#name);
+    const podsDir = this.#host.getPodsDir();
+    // Nothing below is done through a symlink planted in the pod directory.
+    await mkdirAllBeneath(podsDir, relativeBeneath(podsDir, dirname(dir)), 0o777);
     if (await isReady(meta)) {
       let notMnt = true;
       try {
@@ -239,12 +253,12 @@ class EmptyDirMounter implements Mounter {
       if (medium === '') {
         if (await exists(dir)) return;
         // Ready but the volume directory is gone (removed by hand): set it up again.
-        await rm(meta, { recursive: true, force: true });
+        await removeAllBeneath(podsDir, relativeBeneath(podsDir, meta));
       }
     }
     let failure: unknown;
     try {
-      if (medium === '') await setupDir(dir);
+      if (medium === '') await setupDir(podsDir, dir);
       else if (medium === 'Memory') await this.#setupTmpfs(dir);
       else if (isHugePageMedium(medium)) await this.#setupHugepages(dir, medium);
       else throw new VolumeError('UnknownStorageMedium', `unknown storage medium "${medium}"`);
@@ -252,15 +266,23 @@ class EmptyDirMounter implements Mounter {
       failure = err;
     }
     // kubelet applies fsGroup whatever the outcome (errors ignored), and never
-    // honours fsGroupChangePolicy on an emptyDir: it is always walked.
-    if (args.fsGroup !== undefined)
-      await setVolumeOwnership(dir, args.fsGroup, { readOnly: false }).catch(() => {});
+    // honours fsGroupChangePolicy on an emptyDir: it is always walked. The
+    // volume is opened without following symlinks: containers can write to it.
+    if (args.fsGroup !== undefined) {
+      const fsGroup = args.fsGroup;
+      await withDirBeneath(
+        podsDir,
+        relativeBeneath(podsDir, dir),
+        (d) => setVolumeOwnership(d, fsGroup, { readOnly: false }),
+        { crossMounts: 'last' },
+      ).catch(() => {});
+    }
     if (failure !== undefined) throw failure;
-    await setReady(meta);
+    await setReady(podsDir, meta);
   }
 
   async #setupTmpfs(dir: string): Promise<void> {
-    await setupDir(dir);
+    await setupDir(this.#host.getPodsDir(), dir);
     const current = await mountMedium(this.#host.getMounter(), dir, 'Memory');
     if (current.mounted && current.medium === 'Memory') return;
     const size = emptyDirMemorySize(this.#host, this.#pod, this.#spec.volume?.emptyDir?.sizeLimit);
@@ -270,7 +292,7 @@ class EmptyDirMounter implements Mounter {
   }
 
   async #setupHugepages(dir: string, medium: string): Promise<void> {
-    await setupDir(dir);
+    await setupDir(this.#host.getPodsDir(), dir);
     const current = await mountMedium(this.#host.getMounter(), dir, medium);
     if (current.mounted && current.medium === 'HugePages') {
       if (medium === 'HugePages') return;
@@ -299,12 +321,19 @@ class EmptyDirMounter implements Mounter {
   }
 }
 
-/** 0777 regardless of umask, as kubelet's setupDir. */
-async function setupDir(dir: string): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o777 });
-  const st = await lstat(dir);
-  if (!st.isDirectory()) throw new VolumeError('NotADirectory', `${dir} exists and is not a directory`);
-  if ((st.mode & 0o7777) !== 0o777) await chmod(dir, 0o777);
+/**
+ * 0777 regardless of umask, as kubelet's setupDir; created and chmodded
+ * through directory fds, so a symlink in the pod directory is refused, not
+ * followed. The volume itself may already be a mount point (a tmpfs).
+ */
+async function setupDir(podsDir: string, dir: string): Promise<void> {
+  const d = await openMkdirAll(podsDir, relativeBeneath(podsDir, dir), 0o777, { crossMounts: 'last' });
+  try {
+    const st = await d.stat();
+    if ((st.mode & 0o7777) !== 0o777) await d.chmod(0o777);
+  } finally {
+    await d.close();
+  }
 }
 
 class EmptyDirUnmounter implements Unmounter {
@@ -328,12 +357,15 @@ class EmptyDirUnmounter implements Unmounter {
 
   async tearDownAt(dir: string): Promise<void> {
     const mounter = this.#host.getMounter();
-    await rm(metaDir(this.#host, this.#podUID, this.#name), { recursive: true, force: true });
+    const podsDir = this.#host.getPodsDir();
+    await removeAllBeneath(podsDir, relativeBeneath(podsDir, metaDir(this.#host, this.#podUID, this.#name)));
     if (!(await exists(dir))) return;
+    // The path must lead to the volume without a symlink before anything is unmounted at it.
+    await (await openDirBeneath(podsDir, relativeBeneath(podsDir, dir), { crossMounts: 'last' })).close();
     // The page size does not matter for an unmount, so it is not looked up.
     const current = await mountMedium(mounter, dir, 'HugePages');
     if (current.mounted && current.medium !== 'Default') await mounter.unmount(dir);
-    await removeAllOneFilesystem(mounter, dir);
+    await removeAllBeneath(podsDir, relativeBeneath(podsDir, dir));
   }
 }
 

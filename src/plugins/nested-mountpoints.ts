@@ -1,9 +1,9 @@
 // kubelet's MakeNestedMountpoints (pkg/volume/util/nested_volumes.go): when
 // another volume is mounted below this one's mountPath in some container, the
 // directory it mounts onto must exist inside this (read-only) volume.
-import { mkdir } from 'node:fs/promises';
-import { join, posix } from 'node:path';
+import { posix } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import { mkdirAllBeneath, type SafeDir, splitBeneath } from '../volumehost/safe-fs.ts';
 import { VolumeError } from './types.ts';
 
 /** Paths, relative to the volume, of the mount points nested directly below it. */
@@ -23,22 +23,33 @@ export function nestedMountpoints(volumeName: string, pod: V1Pod): string[] {
       .map((m) => posix.normalize(m.mountPath ?? '').replace(/(.)\/+$/, '$1'));
     all.sort();
     for (const mp of mine) {
-      if (mp.startsWith('../')) throw new VolumeError('InvalidPath', `invalid container mount point ${mp}`);
+      // kubelet checks only `../x`; `..` itself would let a second mount at
+      // `../../x` climb out of the volume, so any climb is refused.
+      if (mp === '..' || mp.startsWith('../')) {
+        throw new VolumeError('InvalidPath', `invalid container mount point ${mp}`);
+      }
       const prefix = `${mp}/`;
       let prevNested = '';
       for (const other of all) {
         if (!other.startsWith(prefix)) continue;
         if (prevNested !== '' && other.startsWith(prevNested)) continue; // double-nested: its parent is enough
         prevNested = `${other}/`;
-        out.push(other.slice(prefix.length));
+        const rel = other.slice(prefix.length);
+        try {
+          splitBeneath(rel);
+        } catch {
+          throw new VolumeError('InvalidPath', `invalid container mount point ${other}`);
+        }
+        out.push(rel);
       }
     }
   }
   return out;
 }
 
-export async function makeNestedMountpoints(volumeName: string, dir: string, pod: V1Pod): Promise<void> {
+/** Creates them inside the open volume directory, never following a symlink out of it. */
+export async function makeNestedMountpoints(volumeName: string, dir: SafeDir, pod: V1Pod): Promise<void> {
   for (const rel of nestedMountpoints(volumeName, pod)) {
-    await mkdir(join(dir, rel), { recursive: true, mode: 0o755 });
+    await mkdirAllBeneath(dir, rel, 0o755);
   }
 }

@@ -8,8 +8,8 @@
 // emptyDir and the atomic-writer volumes always pass none and are walked.
 
 import type { Stats } from 'node:fs';
-import { chmod, lchown, lstat, readdir, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { lstat, readdir, stat } from 'node:fs/promises';
+import { SafeDir } from '../volumehost/safe-fs.ts';
 
 const rwMask = 0o660;
 const roMask = 0o440;
@@ -54,64 +54,82 @@ export async function requiresPermissionChange(
   return (st.mode & need) !== need || (st.mode & setgid) === 0;
 }
 
-/** changeFilePermission: Lchown(-1, gid), then chmod unless a symlink. Errors are ignored, as kubelet only logs them. */
-async function changeFilePermission(
-  path: string,
-  st: Stats,
-  fsGroup: number,
-  readOnly: boolean,
-): Promise<void> {
-  await lchown(path, -1, fsGroup).catch(() => {});
-  if (st.isSymbolicLink()) return;
+/** The mode changeFilePermission gives an entry: group rw (ro), plus exec and setgid on directories. */
+const newMode = (readOnly: boolean) => (st: Stats) => {
   let mode = (st.mode & 0o7777) | (readOnly ? roMask : rwMask);
   if (st.isDirectory()) mode |= setgid | execMask;
-  await chmod(path, mode).catch(() => {});
-}
+  return mode;
+};
 
 /**
  * Post-order walk like kubelet's walkDeep: unsorted, never follows symlinks,
- * children before their directory. Walk errors (readdir, lstat) are returned.
- * The non-directory entries of a directory are handled WALK_CONCURRENCY at a
- * time; subdirectories one after another, so at most WALK_CONCURRENCY
- * operations are in flight however deep the tree is.
+ * children before their directory. It goes through directory fds, and every
+ * chown/chmod acts on the inode that was lstat'ed (SafeDir.chownChmodChild), so
+ * a container swapping a symlink into its emptyDir meanwhile cannot redirect
+ * it. Walk errors (readdir) are returned. The non-directory entries of a
+ * directory are handled WALK_CONCURRENCY at a time; subdirectories one after
+ * another, so at most WALK_CONCURRENCY operations are in flight however deep
+ * the tree is.
  */
 async function walkDeep(
-  path: string,
-  st: Stats,
-  visit: (path: string, st: Stats) => Promise<void>,
+  dir: SafeDir,
+  visit: (parent: SafeDir, name: string) => Promise<void>,
 ): Promise<void> {
-  if (st.isDirectory()) {
-    const names = await readdir(path);
-    const subdirs: [string, Stats][] = [];
-    let next = 0;
-    const worker = async () => {
-      while (next < names.length) {
-        const child = join(path, names[next++]);
-        const childStat = await lstat(child);
-        if (childStat.isDirectory()) subdirs.push([child, childStat]);
-        else await visit(child, childStat);
+  const names = await readdir(dir.procPath);
+  const subdirs: string[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < names.length) {
+      const name = names[next++];
+      const st = await lstat(dir.child(name)).catch(() => undefined);
+      if (st?.isDirectory()) subdirs.push(name);
+      else await visit(dir, name);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(WALK_CONCURRENCY, names.length) }, worker));
+  // One open subdirectory at a time (fds stay bounded by the depth).
+  for (const name of subdirs) {
+    let child: SafeDir | undefined;
+    try {
+      // Nested mounts are walked, as filepath.Walk does; a symlink swapped in since the lstat is not entered.
+      child = await dir.openChild(name, true);
+    } catch {
+      // gone or swapped: handled as an entry below
+    }
+    if (child) {
+      try {
+        await walkDeep(child, visit);
+      } finally {
+        await child.close();
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(WALK_CONCURRENCY, names.length) }, worker));
-    for (const [child, childStat] of subdirs) await walkDeep(child, childStat, visit);
+    }
+    await visit(dir, name);
   }
-  await visit(path, st);
 }
 
 export async function setVolumeOwnership(
-  dir: string,
+  dir: string | SafeDir,
   fsGroup: number,
   opts: VolumeOwnershipOptions,
 ): Promise<VolumeOwnershipResult> {
-  if (
-    opts.fsGroupChangePolicy === 'OnRootMismatch' &&
-    !(await requiresPermissionChange(dir, fsGroup, opts.readOnly))
-  )
-    return { skipped: true, files: 0 };
-  let files = 0;
-  await walkDeep(dir, await lstat(dir), async (path, st) => {
+  const root = typeof dir === 'string' ? await SafeDir.openRoot(dir) : dir;
+  try {
+    if (
+      opts.fsGroupChangePolicy === 'OnRootMismatch' &&
+      !(await requiresPermissionChange(root.procPath, fsGroup, opts.readOnly))
+    )
+      return { skipped: true, files: 0 };
+    const mode = newMode(opts.readOnly);
+    let files = 0;
+    await walkDeep(root, async (parent, name) => {
+      files++;
+      await parent.chownChmodChild(name, fsGroup, mode);
+    });
     files++;
-    await changeFilePermission(path, st, fsGroup, opts.readOnly);
-  });
-  return { skipped: false, files };
+    await root.chown(-1, fsGroup).catch(() => {});
+    await root.chmod(mode(await root.stat())).catch(() => {});
+    return { skipped: false, files };
+  } finally {
+    if (root !== dir) await root.close();
+  }
 }

@@ -4,6 +4,7 @@
 import { lstat } from 'node:fs/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
+import { relativeBeneath, UnsafePathError, withDirBeneath } from '../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { makeNestedMountpoints } from './nested-mountpoints.ts';
 import {
@@ -48,26 +49,36 @@ export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
   const wrapper = s.host.newWrapperMounter(s.volumeName, wrappedSpec(s.medium), s.pod);
   await wrapper.setUpAt(s.dir, s.args);
   try {
-    await makeNestedMountpoints(s.volumeName, s.dir, s.pod);
-    const logContext = `pod ${s.pod.metadata?.namespace}/${s.pod.metadata?.name} volume ${s.volumeName}`;
-    await writeAtomically(s.dir, s.payload, {
-      logContext,
-      setPerms:
-        s.args.fsGroup === undefined
-          ? undefined
-          : // These volumes are read-only to containers (Attributes.ReadOnly), so kubelet
-            // adds only group-read: a 0600 token file becomes 0640, a 0644 file stays.
-            async () => {
-              await setVolumeOwnership(s.dir, s.args.fsGroup as number, { readOnly: true });
-            },
-    });
+    // Everything below happens in the volume opened through directory fds: a
+    // symlink planted in the pod directory is refused, not written through.
+    const podsDir = s.host.getPodsDir();
+    await withDirBeneath(
+      podsDir,
+      relativeBeneath(podsDir, s.dir),
+      async (dir) => {
+        await makeNestedMountpoints(s.volumeName, dir, s.pod);
+        const logContext = `pod ${s.pod.metadata?.namespace}/${s.pod.metadata?.name} volume ${s.volumeName}`;
+        await writeAtomically(dir, s.payload, {
+          logContext,
+          setPerms:
+            s.args.fsGroup === undefined
+              ? undefined
+              : // These volumes are read-only to containers (Attributes.ReadOnly), so kubelet
+                // adds only group-read: a 0600 token file becomes 0640, a 0644 file stays.
+                async () => {
+                  await setVolumeOwnership(dir, s.args.fsGroup as number, { readOnly: true });
+                },
+        });
+      },
+      { crossMounts: 'last' },
+    );
   } catch (err) {
     // kubelet tears the wrapper down on any failure; doing that to a volume that
     // was already serving a running pod would pull its files away, so only a
     // first-time set-up is rolled back.
     if (!wasSetUp)
       await tearDownWrapped(s.host, s.volumeName, s.medium, s.pod.metadata?.uid ?? '', s.dir).catch(() => {});
-    if (err instanceof VolumeError) throw err;
+    if (err instanceof VolumeError || err instanceof UnsafePathError) throw err;
     const msg = (err as Error).message;
     throw new VolumeError(/invalid|must not|path/i.test(msg) ? 'InvalidPath' : 'WriteFailed', msg, {
       cause: err,

@@ -15,11 +15,24 @@
 
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { type FileHandle, mkdir, open, opendir, readFile, rename, rmdir, unlink } from 'node:fs/promises';
+import {
+  chmod,
+  chown,
+  type FileHandle,
+  lchown,
+  mkdir,
+  open,
+  opendir,
+  readFile,
+  rename,
+  rmdir,
+  unlink,
+} from 'node:fs/promises';
 import { isAbsolute, resolve, sep } from 'node:path';
+import type * as mount from '../mount/types.ts';
 
 // libuv adds O_CLOEXEC to every open(2) itself.
-const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = constants;
+const { O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC, O_DIRECTORY, O_NOFOLLOW } = constants;
 /** O_PATH (Linux, same value on x86-64 and arm64); node does not export it. */
 const O_PATH = 0o10000000;
 const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
@@ -181,6 +194,69 @@ export class SafeDir {
     } catch (err) {
       await fh.close();
       throw err;
+    }
+  }
+
+  /**
+   * lchown + chmod of the entry `name` without following it, even if it is
+   * swapped for a symlink meanwhile: both act on an O_PATH fd of what was
+   * there (a symlink is chowned as a link and never chmodded). `mode` gets the
+   * lstat result and returns the new mode, or undefined to leave it.
+   */
+  async chownChmodChild(
+    name: string,
+    gid: number,
+    mode: (st: import('node:fs').Stats) => number | undefined,
+  ): Promise<void> {
+    let fh: FileHandle;
+    try {
+      fh = await open(this.child(name), O_PATH | O_NOFOLLOW);
+    } catch (err) {
+      if (errno(err) === 'ENOENT') return;
+      throw err;
+    }
+    try {
+      const self = `/proc/self/fd/${fh.fd}`;
+      const st = await fh.stat();
+      if (st.isSymbolicLink()) {
+        // Swapping a link for another link gains nothing; the link itself is chowned.
+        await lchown(this.child(name), -1, gid).catch(() => {});
+        return;
+      }
+      // Through the magic link: the very inode the O_PATH fd holds, not a re-walk of the name.
+      await chown(self, -1, gid).catch(() => {});
+      const m = mode(st);
+      if (m !== undefined) await chmod(self, m).catch(() => {});
+    } finally {
+      await fh.close();
+    }
+  }
+
+  /**
+   * Creates or truncates the file `name` in this directory and writes `data`;
+   * a symlink at `name` is refused (O_NOFOLLOW), never written through. The
+   * file gets exactly `mode` whatever the umask, unless `exactMode` is false
+   * (then open(2) applies the umask, as Go's os.Create).
+   */
+  async writeFile(
+    name: string,
+    data: string | Uint8Array,
+    mode = 0o644,
+    { exactMode = true }: { exactMode?: boolean } = {},
+  ): Promise<void> {
+    let fh: FileHandle;
+    try {
+      fh = await open(this.child(name), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode);
+    } catch (err) {
+      if (errno(err) === 'ELOOP')
+        throw new UnsafePathError('symlink', `${this.path}/${name}`, 'is a symbolic link');
+      throw err;
+    }
+    try {
+      await fh.writeFile(data);
+      if (exactMode) await fh.chmod(mode);
+    } finally {
+      await fh.close();
     }
   }
 
@@ -455,4 +531,15 @@ async function removeEntry(
       throw err;
     }
   }
+}
+
+/**
+ * Mount points at or below `path` by the mount table: what orphan clean-up
+ * adopts and tears down before it removes a pod directory (the removal itself
+ * refuses any mount it meets, by mnt_id).
+ */
+export async function mountPointsBelow(mounter: mount.Interface, path: string): Promise<string[]> {
+  const root = resolve(path);
+  const table = await mounter.list();
+  return table.map((m) => m.mountPoint).filter((mp) => mp === root || mp.startsWith(root + sep));
 }

@@ -178,8 +178,12 @@ mountTest('a label change rewrites downwardAPI files atomically', async (t) => {
   assert.ok(snapshots > 10, `reader took ${snapshots} snapshots`);
   assert.deepEqual(mixes, []);
   assert.equal(await readFile(join(info, 'labels'), 'utf8'), 'app="web"\ntier="four"');
-  const tsDirs = (await readdir(info)).filter((n) => /^\.\.\d/.test(n));
-  assert.equal(tsDirs.length, 1, 'old timestamped directories are removed');
+  // The old timestamped directory goes after the swap (step 12): wait for it, not race it.
+  await waitFor(
+    'old timestamped directories removed',
+    async () => (await readdir(info)).filter((n) => /^\.\.\d/.test(n)).length === 1 || undefined,
+    10_000,
+  );
 });
 
 mountTest('removing a manifest tears the pod down and removes its directory', async (t) => {

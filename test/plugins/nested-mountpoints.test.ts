@@ -35,3 +35,17 @@ test('a relative mount path that climbs out is refused', () => {
     /invalid container mount point/,
   );
 });
+
+test('a mountPath of .. is refused too (kubelet misses it: a second mount at ../../x would climb out)', () => {
+  assert.throws(
+    () =>
+      nestedMountpoints(
+        'cfg',
+        pod([
+          ['cfg', '..'],
+          ['n', '../../../x'],
+        ]),
+      ),
+    /invalid container mount point \.\./,
+  );
+});

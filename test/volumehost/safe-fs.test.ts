@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, readdir, rename, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type TestContext, test } from 'node:test';
+import { test } from 'node:test';
 import {
   mkdirAllBeneath,
   openDirBeneath,
@@ -15,6 +14,7 @@ import {
   withDirBeneath,
 } from '../../src/volumehost/safe-fs.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { precious, startSwapper } from '../helpers/swapper.ts';
 import { scratchDir, sh } from '../mount/helpers.ts';
 
 async function fill(dir: string, files: number): Promise<void> {
@@ -150,44 +150,10 @@ mountTest('removal stops at a mount point, including a bind mount of the same fi
   assert.equal(existsSync(join(root, 'pod')), false);
 });
 
-/**
- * A separate process that, as fast as it can, swaps the directories below
- * `tree` for symlinks to `outside` and back (and files for symlinks to files
- * outside): what a container still writing to its emptyDir can do during
- * teardown.
- */
-function startSwapper(t: TestContext, tree: string, outside: string): ChildProcess {
-  const code = `
-    const fs = require('node:fs');
-    const [tree, outside] = process.argv.slice(1);
-    let i = 0;
-    for (;;) {
-      const k = i++ % 4;
-      const d = tree + '/sub' + k;
-      try { fs.renameSync(d, d + '.away'); } catch {}
-      try { fs.symlinkSync(outside, d); } catch {}
-      try { fs.symlinkSync(outside + '/f' + k, d + '.away/f0'); } catch {}
-      try { fs.unlinkSync(d); } catch {}
-      try { fs.renameSync(d + '.away', d); } catch {}
-      try { fs.mkdirSync(d, { recursive: true }); fs.writeFileSync(d + '/new' + (i % 7), 'x'); } catch {}
-      if (i % 50 === 0) { try { fs.symlinkSync(outside, tree + '/top' + (i % 3)); } catch {} }
-    }`;
-  const child = spawn(process.execPath, ['-e', code, tree, outside], { stdio: 'ignore' });
-  t.after(() => {
-    child.kill('SIGKILL');
-  });
-  return child;
-}
-
 test('a process swapping directories for symlinks during removal never gets anything outside deleted', async (t) => {
   const root = await tempDir(t);
   const outside = await tempDir(t);
-  await fill(join(outside, 'nested'), 50);
-  await fill(outside, 50);
-  // The "container" may add files outside through its symlinks (it could anyway); none may go.
-  const originals = () =>
-    [...Array(50).keys()].flatMap((i) => [join(outside, `f${i}`), join(outside, `nested/f${i}`)]);
-  const intact = () => originals().every((f) => readFileSync(f, 'utf8').startsWith('precious'));
+  const intact = await precious(outside);
   const iterations = Number(process.env.PODVOL_RACE_ITERATIONS ?? 30);
   const tree = join(root, 'vol/tree');
   const swapper = startSwapper(t, tree, outside);

@@ -8,6 +8,7 @@ import { downwardAPIPluginName } from '../../plugins/downwardapi.ts';
 import { emptyDirMemorySize, emptyDirPluginName, pageSizeMountOption } from '../../plugins/emptydir.ts';
 import { hostPathPluginName, validatePathNoBacksteps } from '../../plugins/hostpath.ts';
 import { imagePluginName } from '../../plugins/image.ts';
+import { nestedMountpoints } from '../../plugins/nested-mountpoints.ts';
 import { projectedPluginName } from '../../plugins/projected.ts';
 import { secretPluginName } from '../../plugins/secret.ts';
 import { type MounterArgs, type Spec, VolumeError } from '../../plugins/types.ts';
@@ -164,7 +165,10 @@ function atomicWrite(emit: Emit, v: VolumePlanInput, files: PlannedFile[]): void
 /** setUpWrapped: the wrapper emptyDir, then the atomic writer. Files are planned before anything runs. */
 function wrappedSetUp(emit: Emit, v: VolumePlanInput, medium: WrapperMedium, files: PlannedFile[]): void {
   validateFiles(files);
+  // The same check SetUp makes (a mountPath of `..` is refused), so plan shows it as an error.
+  const nested = nestedMountpoints(v.volumeName, v.pod);
   emptyDirSetUp(emit, v, `wrapped_${v.volumeName}`, medium, undefined);
+  for (const rel of nested) emit('mkdir', `${v.path}/${rel}`, '0755');
   atomicWrite(emit, v, files);
 }
 

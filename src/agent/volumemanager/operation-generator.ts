@@ -1,9 +1,9 @@
 // kubelet's operation_generator: the mount and unmount operations the
 // reconciler hands to the operation executor, with their metrics, logs and Events.
-import { mkdir } from 'node:fs/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { type MounterArgs, reasonOf } from '../../plugins/types.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
+import { mkdirAllBeneath, relativeBeneath } from '../../volumehost/safe-fs.ts';
 import type { MountedVolume } from './actual-state.ts';
 import type { VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
@@ -63,8 +63,8 @@ export async function mountVolume(
   try {
     const mounter = pluginMgr.findPluginByName(pluginName).newMounter(spec, pod);
     // kubelet's makePodDataDirs: the pod, volumes and plugins directories, 0750.
-    await mkdir(podVolumesDir(rootDir, d.podUID), { recursive: true, mode: 0o750 });
-    await mkdir(podPluginsDir(rootDir, d.podUID), { recursive: true, mode: 0o750 });
+    await mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podVolumesDir(rootDir, d.podUID)), 0o750);
+    await mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podPluginsDir(rootDir, d.podUID)), 0o750);
     // The record is written before SetUp so that a crash half-way leaves enough to tear it down.
     await writeRecord(rootDir, {
       version: 1,

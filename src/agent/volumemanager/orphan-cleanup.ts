@@ -1,6 +1,6 @@
 // kubelet's cleanupOrphanedPodDirs (kubelet_volumes.go): pod directories and
-// records of pods nobody wants any more are removed, never across a mount.
-import { rm } from 'node:fs/promises';
+// records of pods nobody wants any more are removed, never across a mount and
+// never through a symlink.
 import { reasonOf } from '../../plugins/types.ts';
 import {
   podDir,
@@ -10,7 +10,7 @@ import {
   podVolumesDir,
   unescapeQualifiedName,
 } from '../../volumehost/paths.ts';
-import { mountPointsBelow, removeAllOneFilesystem } from '../../volumehost/removeall.ts';
+import { mountPointsBelow, relativeBeneath, removeAllBeneath } from '../../volumehost/safe-fs.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { readdirOrEmpty, reconstructVolume } from './reconstruction.ts';
 
@@ -28,7 +28,7 @@ export async function cleanupOrphanedPodDirs(
   for (const uid of await readdirOrEmpty(podVolumeRecordsRoot(rootDir))) {
     // Records never hold a mount; once their pod directory is gone they describe nothing.
     if (!podDirs.has(uid) && !dsw.pod(uid) && !asw.hasPod(uid) && !executor.anyPending(`${uid}/`)) {
-      await rm(podVolumeRecordsDir(rootDir, uid), { recursive: true, force: true });
+      await removeAllBeneath(rootDir, relativeBeneath(rootDir, podVolumeRecordsDir(rootDir, uid)));
     }
   }
   for (const uid of await readdirOrEmpty(podsDir(rootDir))) {
@@ -41,8 +41,9 @@ export async function cleanupOrphanedPodDirs(
     try {
       const mounts = await mountPointsBelow(mounter, dir);
       if (mounts.length === 0) {
-        await removeAllOneFilesystem(mounter, dir);
-        await rm(podVolumeRecordsDir(rootDir, uid), { recursive: true, force: true });
+        // Through directory fds: no symlink in it is followed, no mount entered (by mnt_id).
+        await removeAllBeneath(rootDir, relativeBeneath(rootDir, dir));
+        await removeAllBeneath(rootDir, relativeBeneath(rootDir, podVolumeRecordsDir(rootDir, uid)));
         housekeepingErrors.delete(uid);
         logger.info({ podUID: uid }, 'removed orphaned pod directory');
         continue;

@@ -17,7 +17,6 @@ import {
   readFile,
   readlink,
   rename,
-  rm,
   rmdir,
   stat,
   symlink,
@@ -25,6 +24,7 @@ import {
   writeFile,
 } from 'node:fs/promises';
 import { dirname, join, posix } from 'node:path';
+import { removeAllBeneath, type SafeDir } from '../../volumehost/safe-fs.ts';
 
 export interface FileProjection {
   data: Uint8Array | string;
@@ -240,16 +240,20 @@ async function removeUserVisiblePaths(targetDir: string, paths: Set<string>): Pr
  * a rewrite, as in kubelet.
  */
 export async function writeAtomically(
-  targetDir: string,
+  target: string | SafeDir,
   payload: Payload,
   opts: WriteOptions = {},
 ): Promise<{ changed: boolean }> {
   const ctx = opts.logContext ?? '';
+  // An open SafeDir (the volume, opened without following symlinks) is worked in
+  // through its /proc/self/fd path; messages name the real path.
+  const targetDir = typeof target === 'string' ? target : target.procPath;
+  const shownDir = typeof target === 'string' ? target : target.path;
   try {
     await stat(targetDir);
   } catch (err) {
     if (errno(err) === 'ENOENT') {
-      throw new AtomicWriteError(ctx, `target directory ${targetDir} does not exist`, err);
+      throw new AtomicWriteError(ctx, `target directory ${shownDir} does not exist`, err);
     }
   }
 
@@ -271,7 +275,10 @@ export async function writeAtomically(
   }
   // We only ever write a bare sibling name; anything else must not be walked or deleted.
   if (oldTsDir !== '' && (oldTsDir.includes('/') || !oldTsDir.startsWith('..') || oldTsDir === '..')) {
-    throw new AtomicWriteError(ctx, `${dataDirPath} points to unexpected target ${JSON.stringify(oldTsDir)}`);
+    throw new AtomicWriteError(
+      ctx,
+      `${join(shownDir, DATA_DIR_NAME)} points to unexpected target ${JSON.stringify(oldTsDir)}`,
+    );
   }
   const oldTsPath = join(targetDir, oldTsDir);
 
@@ -302,14 +309,18 @@ export async function writeAtomically(
       throw new AtomicWriteError(ctx, 'error creating new ts data directory', err);
     }
     const tsDirName = posix.basename(tsDir);
-    const discardTsDir = () => rm(tsDir, { recursive: true, force: true }).catch(() => {});
+    const discardTsDir = () => removeAllBeneath(targetDir, tsDirName).catch(() => {});
 
     // (6) payload, (7) ownership hook
     try {
       await writePayloadToDir(clean, tsDir);
     } catch (err) {
       await discardTsDir();
-      throw new AtomicWriteError(ctx, `error writing payload to ts data directory ${tsDir}`, err);
+      throw new AtomicWriteError(
+        ctx,
+        `error writing payload to ts data directory ${join(shownDir, tsDirName)}`,
+        err,
+      );
     }
     if (opts.setPerms) {
       try {
@@ -341,7 +352,7 @@ export async function writeAtomically(
       await discardTsDir();
       throw new AtomicWriteError(
         ctx,
-        `error renaming symbolic link for data directory ${newDataDirPath}`,
+        `error renaming symbolic link for data directory ${join(shownDir, NEW_DATA_DIR_NAME)}`,
         err,
       );
     }
@@ -351,7 +362,7 @@ export async function writeAtomically(
   try {
     await createUserVisibleFiles(targetDir, clean);
   } catch (err) {
-    throw new AtomicWriteError(ctx, `error creating visible symlinks in ${targetDir}`, err);
+    throw new AtomicWriteError(ctx, `error creating visible symlinks in ${shownDir}`, err);
   }
 
   // (11) prune names that left the payload
@@ -364,7 +375,7 @@ export async function writeAtomically(
   // (12) the previous ts dir
   if (oldTsDir !== '') {
     try {
-      await rm(oldTsPath, { recursive: true, force: true });
+      await removeAllBeneath(targetDir, oldTsDir);
     } catch (err) {
       throw new AtomicWriteError(ctx, `error removing old data directory ${oldTsDir}`, err);
     }

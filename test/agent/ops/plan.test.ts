@@ -432,3 +432,45 @@ mountTest('the daemon then makes exactly the directories, mounts and files the p
   assert.deepEqual(await mountsBelow(root), []);
   assert.ok((await stat(hostPath)).isDirectory());
 });
+
+test('plan shows nested mount points, and refuses a mountPath of .. as SetUp does', () => {
+  const manifest = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'nest', namespace: 'default' },
+    spec: {
+      containers: [
+        {
+          name: 'app',
+          image: 'busybox',
+          volumeMounts: [
+            { name: 'info', mountPath: '/etc/app' },
+            { name: 'tls', mountPath: '/etc/app/tls' },
+            { name: 'climb', mountPath: '..' },
+            { name: 'x', mountPath: '../../../x' },
+          ],
+        },
+      ],
+      volumes: ['info', 'climb'].map((name) => ({
+        name,
+        downwardAPI: { items: [{ path: 'n', fieldRef: { fieldPath: 'metadata.name' } }] },
+      })),
+    },
+  };
+  manifest.spec.volumes.push({ name: 'tls', emptyDir: {} } as never, { name: 'x', emptyDir: {} } as never);
+  const ctx = createPlanContext({
+    rootDir: '/r',
+    nodeName: 'n',
+    allocatable: { memory: '8Gi' },
+    noswap: false,
+  });
+  const plan = planManifest(JSON.stringify(manifest), 'nest.json', ctx);
+  const podUID = plan.pods[0].uid;
+  const setup = (volume: string) =>
+    plan.steps.filter((s) => s.volume === volume && s.phase === 'setup').map(stepLine);
+  const info = `/r/pods/${podUID}/volumes/kubernetes.io~downward-api/info`;
+  assert.ok(setup('info').includes(`mkdir -p -m 0755 ${info}/tls`), setup('info').join('\n'));
+  const climb = setup('climb').join('\n');
+  assert.match(climb, /InvalidPath: invalid container mount point \.\./);
+  assert.doesNotMatch(climb, /mkdir/);
+});

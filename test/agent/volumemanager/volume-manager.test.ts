@@ -1,75 +1,17 @@
 // The reconciler against the fake mounter: ordering, gating and idempotence,
 // without real mounts.
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { canonicalJSON } from '../../../src/agent/volumemanager/reconciler.ts';
 import { VolumeManager } from '../../../src/agent/volumemanager/volume-manager.ts';
-import { FakeMounter } from '../../../src/mount/fake.ts';
 import { probeVolumePlugins } from '../../../src/plugins/index.ts';
 import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
 
-const pod = (
-  uid: string,
-  volumes: V1Pod['spec'] extends infer S ? (S extends { volumes?: infer V } ? V : never) : never,
-): V1Pod => ({
-  metadata: { name: `p-${uid}`, namespace: 'default', uid },
-  spec: {
-    containers: [
-      {
-        name: 'c',
-        image: 'i',
-        volumeMounts: (volumes ?? []).map((v) => ({ name: v.name, mountPath: `/${v.name}` })),
-      },
-    ],
-    volumes,
-  },
-});
-
-async function harness(t: import('node:test').TestContext, initialPods: V1Pod[]) {
-  const root = await mkdtemp(join(tmpdir(), 'podvol-vm-'));
-  t.after(() => rm(root, { recursive: true, force: true }));
-  const mounter = new FakeMounter();
-  const pluginMgr = new VolumePluginMgr();
-  const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
-  pluginMgr.initPlugins(probeVolumePlugins(), host);
-  let pods = initialPods;
-  let ready = false;
-  const vm = new VolumeManager({
-    rootDir: root,
-    host,
-    pluginMgr,
-    mounter,
-    logger: pino({ level: 'silent' }),
-    pods: () => pods,
-    sourcesReady: () => ready,
-  });
-  await vm.reconstruct();
-  const settle = async () => {
-    for (let i = 0; i < 5; i++) {
-      await vm.reconcileOnce();
-      await vm.executor.drain();
-    }
-  };
-  return {
-    root,
-    vm,
-    mounter,
-    setPods(p: V1Pod[]) {
-      pods = p;
-      vm.podsChanged();
-    },
-    setReady(r: boolean) {
-      ready = r;
-    },
-    settle,
-  };
-}
+import { harness, pod } from './harness.ts';
 
 test('volumes are set up before the sources sync, but nothing is torn down until they have', async (t) => {
   const h = await harness(t, [pod('a', [{ name: 'scratch', emptyDir: {} }])]);

@@ -1,0 +1,70 @@
+// A volume manager over the fake mounter and a real temp root, for tests that
+// drive the reconciler by hand.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+import type { V1Pod } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { VolumeManager } from '../../../src/agent/volumemanager/volume-manager.ts';
+import { FakeMounter } from '../../../src/mount/fake.ts';
+import { probeVolumePlugins } from '../../../src/plugins/index.ts';
+import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
+import { createVolumeHost } from '../../../src/volumehost/host.ts';
+
+export const pod = (
+  uid: string,
+  volumes: V1Pod['spec'] extends infer S ? (S extends { volumes?: infer V } ? V : never) : never,
+): V1Pod => ({
+  metadata: { name: `p-${uid}`, namespace: 'default', uid },
+  spec: {
+    containers: [
+      {
+        name: 'c',
+        image: 'i',
+        volumeMounts: (volumes ?? []).map((v) => ({ name: v.name, mountPath: `/${v.name}` })),
+      },
+    ],
+    volumes,
+  },
+});
+
+export async function harness(t: TestContext, initialPods: V1Pod[]) {
+  const root = await mkdtemp(join(tmpdir(), 'podvol-vm-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const mounter = new FakeMounter();
+  const pluginMgr = new VolumePluginMgr();
+  const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
+  pluginMgr.initPlugins(probeVolumePlugins(), host);
+  let pods = initialPods;
+  let ready = false;
+  const vm = new VolumeManager({
+    rootDir: root,
+    host,
+    pluginMgr,
+    mounter,
+    logger: pino({ level: 'silent' }),
+    pods: () => pods,
+    sourcesReady: () => ready,
+  });
+  await vm.reconstruct();
+  const settle = async () => {
+    for (let i = 0; i < 5; i++) {
+      await vm.reconcileOnce();
+      await vm.executor.drain();
+    }
+  };
+  return {
+    root,
+    vm,
+    mounter,
+    setPods(p: V1Pod[]) {
+      pods = p;
+      vm.podsChanged();
+    },
+    setReady(r: boolean) {
+      ready = r;
+    },
+    settle,
+  };
+}
