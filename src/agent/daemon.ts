@@ -16,7 +16,7 @@ import { createVolumeHost } from '../volumehost/host.ts';
 import { createCSINodeInfoManager } from '../volumehost/kube/csinode.ts';
 import { type Cluster, referencedObjects } from './cluster.ts';
 import { createHttpServer } from './http.ts';
-import { createMetrics } from './metrics.ts';
+import { createMetrics, type VolumeStatsSample } from './metrics.ts';
 import { PluginWatcher } from './plugin-watcher.ts';
 import { createPodManager } from './pod-manager.ts';
 import { createStaticPodSource } from './pods/static-source.ts';
@@ -94,8 +94,30 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   });
 
   let vm: VolumeManager;
+  // kubelet_volume_stats_*: refreshed in the background every sync period, served from this cache.
+  let volumeStats: NonNullable<Parameters<typeof createMetrics>[0]['volumeStats']> extends () => infer R
+    ? R
+    : never = [];
+  let statsRunning = false;
+  const refreshVolumeStats = async () => {
+    if (statsRunning) return;
+    statsRunning = true;
+    const next: typeof volumeStats = [];
+    try {
+      for (const v of vm.asw.all()) {
+        const claim = v.spec.volume?.persistentVolumeClaim?.claimName;
+        if (v.pluginName !== csiPluginName || v.state !== 'mounted' || !claim) continue;
+        const s = await csi.volumeStats(v.podUID, v.innerName).catch(() => undefined);
+        if (s) next.push({ namespace: v.podNamespace, persistentvolumeclaim: claim, ...s });
+      }
+      volumeStats = next;
+    } finally {
+      statsRunning = false;
+    }
+  };
   const metrics = createMetrics({
     version: o.version,
+    volumeStats: () => volumeStats,
     volumeCounts: () => {
       const counts = new Map<string, { plugin: string; desired: number; actual: number }>();
       const get = (plugin: string) =>
@@ -198,6 +220,11 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   await vm.start();
   await pluginWatcher.start();
   inUse?.start();
+  const statsTimer = setInterval(
+    () => void refreshVolumeStats(),
+    Math.min(o.syncFrequencyMs ?? 60_000, 60_000),
+  );
+  statsTimer.unref();
   for (const s of sources) await s.start();
   podsChanged();
   log.info(
@@ -216,6 +243,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     server,
     async stop() {
       await Promise.all(sources.map((s) => s.stop()));
+      clearInterval(statsTimer);
       await pluginWatcher.stop();
       await inUse?.stop();
       await o.cluster?.stop();

@@ -8,12 +8,25 @@ import type { VolumeManagerMetrics } from './volumemanager/context.ts';
 /** kubelet's storage operation buckets (pkg/volume/util/metrics.go). */
 export const storageBuckets = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600];
 
+export interface VolumeStatsSample {
+  namespace: string;
+  persistentvolumeclaim: string;
+  capacityBytes: number;
+  availableBytes: number;
+  usedBytes: number;
+  inodes: number;
+  inodesFree: number;
+  inodesUsed: number;
+}
+
 export interface MetricsSources {
   version: string;
   /** Volumes per plugin in the desired and actual states. */
   volumeCounts(): { plugin: string; desired: number; actual: number }[];
   /** Volumes per plugin and /status state. */
   volumeStates(): { plugin: string; state: string; count: number }[];
+  /** kubelet_volume_stats_*: the last NodeGetVolumeStats of each mounted claim. */
+  volumeStats?(): VolumeStatsSample[];
   podSources(): {
     source: string;
     pods: number;
@@ -142,6 +155,29 @@ export function createMetrics(src: MetricsSources): Metrics {
       }
     },
   });
+  // kubelet's volume stats (pkg/kubelet/metrics/collectors/volume_stats.go), per claim.
+  const statGauge = (name: string, help: string, pick: (s: VolumeStatsSample) => number) =>
+    new client.Gauge({
+      name,
+      help,
+      labelNames: ['namespace', 'persistentvolumeclaim'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of src.volumeStats?.() ?? [])
+          this.set({ namespace: s.namespace, persistentvolumeclaim: s.persistentvolumeclaim }, pick(s));
+      },
+    });
+  statGauge('kubelet_volume_stats_capacity_bytes', 'Capacity in bytes of the volume', (s) => s.capacityBytes);
+  statGauge(
+    'kubelet_volume_stats_available_bytes',
+    'Number of available bytes in the volume',
+    (s) => s.availableBytes,
+  );
+  statGauge('kubelet_volume_stats_used_bytes', 'Number of used bytes in the volume', (s) => s.usedBytes);
+  statGauge('kubelet_volume_stats_inodes', 'Maximum number of inodes in the volume', (s) => s.inodes);
+  statGauge('kubelet_volume_stats_inodes_free', 'Number of free inodes in the volume', (s) => s.inodesFree);
+  statGauge('kubelet_volume_stats_inodes_used', 'Number of used inodes in the volume', (s) => s.inodesUsed);
   const csiOps = new client.Histogram({
     name: 'csi_operations_seconds',
     help: 'Container Storage Interface operation duration with gRPC error code status total',

@@ -718,6 +718,42 @@ csiTest(
   },
 );
 
+csiTest(
+  'metrics: csi_operations_seconds per call and kubelet_volume_stats_* from NodeGetVolumeStats',
+  async (t) => {
+    const c = await csiCluster(t, { driver: { capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS'] } });
+    createClaim(c, 'stats');
+    claimPod(c, 'web', 'stats');
+    const p = await startPodvol({
+      rootDir: c.root,
+      extra: ['--kubeconfig', await c.api.kubeconfigPath(c.base), '--sync-frequency', '1'],
+    });
+    t.after(() => p.stop());
+    await mounted(p, 'web');
+    const metric = async (re: RegExp) => re.exec((await p.get('/metrics')).body) ?? undefined;
+    const cap = await waitFor('volume stats', () =>
+      metric(
+        /^kubelet_volume_stats_capacity_bytes\{namespace="default",persistentvolumeclaim="stats"\} (\d+)/m,
+      ),
+    );
+    assert.ok(Number(cap[1]) > 0);
+    assert.ok(
+      await metric(
+        /^kubelet_volume_stats_inodes_used\{namespace="default",persistentvolumeclaim="stats"\} \d+/m,
+      ),
+    );
+    assert.ok(
+      await metric(
+        new RegExp(
+          `^csi_operations_seconds_count\\{driver_name="${DRIVER.replaceAll('.', '\\.')}",method_name="/csi\\.v1\\.Node/NodePublishVolume",grpc_status_code="OK",migrated="false"\\} 1$`,
+          'm',
+        ),
+      ),
+    );
+    assert.ok(c.calls().some((x) => x.method === 'NodeGetVolumeStats' && x.code === 0));
+  },
+);
+
 /** DEBUG-ONLY: CSI_ONLY=<substring> runs just the matching scenarios. */
 function csiTest(name: string, fn: (t: TestContext) => Promise<void>): void {
   const only = process.env.CSI_ONLY;

@@ -181,9 +181,23 @@ class KeyedMutex {
   }
 }
 
+export interface VolumeStatsSummary {
+  capacityBytes: number;
+  availableBytes: number;
+  usedBytes: number;
+  inodes: number;
+  inodesFree: number;
+  inodesUsed: number;
+}
+
 export interface CSIPlugin extends VolumePlugin {
   /** Unstages staged volumes that no pod directory refers to (kubelet leaks them). */
   cleanupOrphanedStagedVolumes(): Promise<string[]>;
+  /**
+   * NodeGetVolumeStats of a published volume when the driver has GET_VOLUME_STATS
+   * (undefined otherwise): bytes and inodes as kubelet's metrics report them.
+   */
+  volumeStats(podUID: string, innerName: string): Promise<VolumeStatsSummary | undefined>;
   /** kubernetes.io/csi/<driver>^<handle> when the spec needs attaching (kubelet's CanAttach), else undefined. */
   attachableVolumeName(spec: Spec): string | undefined;
   /** The phase a volume is in while its SetUp runs (attaching, staging, publishing), for /status. */
@@ -675,6 +689,44 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       return done;
     },
     phaseOf: (podUID, inner) => phases.get(`${podUID}/${inner}`),
+    async volumeStats(podUID, inner) {
+      checkSpecName(inner);
+      const dir = podVolumeDir(podUID, inner);
+      const data = await loadVolumeData(dir);
+      if (!data) return undefined;
+      const driver = data[volDataKey.driverName] ?? '';
+      const handle = data[volDataKey.volHandle] ?? '';
+      const client = clientFor(driver);
+      if (!(await capabilities(client)).has('GET_VOLUME_STATS')) return undefined;
+      const staging =
+        data[volDataKey.volumeLifecycleMode] === 'Ephemeral' ? '' : stagingPath(pluginDir(), driver, handle);
+      let res: Awaited<ReturnType<CSIClient['nodeGetVolumeStats']>>;
+      try {
+        res = await client.nodeGetVolumeStats(handle, join(dir, 'mount'), staging);
+      } catch (err) {
+        throw rpcError('NodeGetVolumeStats', err);
+      }
+      const out: VolumeStatsSummary = {
+        capacityBytes: 0,
+        availableBytes: 0,
+        usedBytes: 0,
+        inodes: 0,
+        inodesFree: 0,
+        inodesUsed: 0,
+      };
+      for (const u of res.usage ?? []) {
+        if (u.unit === 'BYTES') {
+          out.capacityBytes = Number(u.total);
+          out.availableBytes = Number(u.available);
+          out.usedBytes = Number(u.used);
+        } else if (u.unit === 'INODES') {
+          out.inodes = Number(u.total);
+          out.inodesFree = Number(u.available);
+          out.inodesUsed = Number(u.used);
+        }
+      }
+      return out;
+    },
     attachableVolumeName(spec) {
       const pv = pvSource(spec);
       if (!pv) return undefined;
