@@ -151,6 +151,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     metrics,
     resyncPeriodMs: o.syncFrequencyMs,
     claims: o.cluster?.claims,
+    phaseOf: (uid, inner, plugin) => (plugin === csiPluginName ? csi.phaseOf(uid, inner) : undefined),
     housekeeping: async () => {
       for (const v of await csi.cleanupOrphanedStagedVolumes())
         log.info({ volume: v }, 'unstaged orphaned CSI volume');

@@ -284,7 +284,15 @@ csiTest(
     await waitFor('NodeStage done', () =>
       c.calls().some((x) => x.method === 'NodeStageVolume' && x.code === 0),
     );
-    await waitFor('NodePublish started', async () => (await volumeOf(p, 'web')) !== undefined);
+    // /status names the driver and the step the SetUp is at.
+    const publishing = await waitFor('publishing phase', async () => {
+      const v = (await volumeOf(p, 'web')) as
+        | (Awaited<ReturnType<typeof volumeOf>> & { phase?: string; driver?: string })
+        | undefined;
+      return v?.phase === 'publishing' ? v : undefined;
+    });
+    assert.equal(publishing.driver, DRIVER);
+    assert.equal(publishing.state, 'pending');
     await p.stop('SIGKILL');
     updateDriverConfig(c.stateDir, (cfg) => {
       cfg.delays = {};

@@ -147,7 +147,10 @@ export function formatStatus(doc: StatusDocument, format: 'table' | 'wide', now 
     const volumes = p.volumes ?? [];
     if (volumes.length === 0) rows.push([p.namespace, pod, '', '', '', UNKNOWN_AGE, '']);
     for (const v of volumes) {
-      const row = [p.namespace, pod, v.name, v.plugin, v.state, ageOf(v.since, now), v.reason];
+      // CSI volumes name their driver, and a running SetUp its step: "kubernetes.io/csi (d.example.com)", "pending/staging".
+      const plugin = v.driver ? `${v.plugin} (${v.driver})` : v.plugin;
+      const state = v.phase ? `${v.state}/${v.phase}` : v.state;
+      const row = [p.namespace, pod, v.name, plugin, state, ageOf(v.since, now), v.reason];
       if (wide) row.push(v.path, String(v.attempts ?? 0), oneLine(v.message));
       rows.push(row);
     }

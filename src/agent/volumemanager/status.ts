@@ -1,7 +1,7 @@
 // The /status document: every pod podvol knows of, each volume's state and,
 // when it is not ready, the reason. Built from the desired and actual states
 // and the operation executor; never holds secret data.
-import { reasonOf } from '../../plugins/types.ts';
+import { reasonOf, type Spec } from '../../plugins/types.ts';
 import type { ActualStateOfWorld } from './actual-state.ts';
 import type { DesiredStateOfWorld } from './desired-state.ts';
 import type { OperationExecutor } from './operation-executor.ts';
@@ -18,6 +18,10 @@ export interface VolumeStatus {
   attempts: number;
   /** RFC 3339 time the volume was first desired (or, while unmounting, found): what AGE counts from. */
   since?: string;
+  /** The CSI driver of a CSI volume. */
+  driver?: string;
+  /** While SetUp runs, the step it is at (CSI: attaching, staging, publishing). */
+  phase?: string;
 }
 
 export interface PodStatus {
@@ -29,11 +33,18 @@ export interface PodStatus {
   message?: string;
 }
 
+const csiDriverOf = (spec: Spec | undefined): { driver?: string } => {
+  const driver = spec?.persistentVolume?.spec?.csi?.driver ?? spec?.volume?.csi?.driver;
+  return driver ? { driver } : {};
+};
+const phaseField = (phase: string | undefined): { phase?: string } => (phase ? { phase } : {});
+
 export function buildStatus(
   dsw: DesiredStateOfWorld,
   asw: ActualStateOfWorld,
   executor: OperationExecutor,
   podErrors: Map<string, string>,
+  phaseOf: (podUID: string, innerName: string, pluginName: string) => string | undefined = () => undefined,
 ): PodStatus[] {
   const out: PodStatus[] = [];
   for (const p of dsw.pods()) {
@@ -47,6 +58,8 @@ export function buildStatus(
         path: d.path ?? '',
         attempts: op?.attempts ?? 0,
         since: new Date(d.since).toISOString(),
+        ...csiDriverOf(d.spec),
+        ...phaseField(op?.pending ? phaseOf(d.podUID, d.innerName, d.pluginName ?? '') : undefined),
       };
       if (d.problem) {
         volumes.push({ ...base, state: 'failed', reason: d.problem.reason, message: d.problem.message });

@@ -39,6 +39,8 @@ export interface VolumeManagerOptions {
   claims?: ClaimLookup;
   /** Extra housekeeping once the sources have synced (the CSI plugin's orphaned staged volumes). */
   housekeeping?: () => Promise<void>;
+  /** The step a running SetUp is at, for /status (the CSI plugin's attaching, staging, publishing). */
+  phaseOf?: (podUID: string, innerName: string, pluginName: string) => string | undefined;
 }
 
 const noMetrics: VolumeManagerMetrics = {
@@ -52,8 +54,8 @@ export class VolumeManager {
   readonly dsw = new DesiredStateOfWorld();
   readonly asw = new ActualStateOfWorld();
   readonly executor: OperationExecutor;
-  readonly #o: Required<Omit<VolumeManagerOptions, 'metrics' | 'claims' | 'housekeeping'>> &
-    Pick<VolumeManagerOptions, 'claims' | 'housekeeping'> & { metrics: VolumeManagerMetrics };
+  readonly #o: Required<Omit<VolumeManagerOptions, 'metrics' | 'claims' | 'housekeeping' | 'phaseOf'>> &
+    Pick<VolumeManagerOptions, 'claims' | 'housekeeping' | 'phaseOf'> & { metrics: VolumeManagerMetrics };
   readonly #ctx: VolumeManagerContext;
   readonly #populator: DesiredStateOfWorldPopulator;
   #timer: NodeJS.Timeout | undefined;
@@ -141,7 +143,7 @@ export class VolumeManager {
   }
 
   status(): PodStatus[] {
-    return buildStatus(this.dsw, this.asw, this.executor, this.#housekeepingErrors);
+    return buildStatus(this.dsw, this.asw, this.executor, this.#housekeepingErrors, this.#o.phaseOf);
   }
 
   async reconstruct(): Promise<void> {
