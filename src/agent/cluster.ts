@@ -18,6 +18,8 @@ import type { PodSource } from './pods/types.ts';
 import { type ClaimLookup, claimNameOf } from './volumemanager/claims.ts';
 
 export interface Cluster {
+  /** The API configuration podvol connected with (also used to review HTTP callers). */
+  kubeConfig: KubeConfig;
   sources: PodSource[];
   backend: ClusterBackend;
   /** Reasons /readyz is not ready yet on the cluster side (CSIDriver informer, node). */
@@ -151,6 +153,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   const split = (key: string) => [key.slice(0, key.indexOf('/')), key.slice(key.indexOf('/') + 1)] as const;
 
   return {
+    kubeConfig,
     sources: [adaptApiSource(pods)],
     backend: {
       kubeClient: kubeConfig,

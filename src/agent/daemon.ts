@@ -2,6 +2,7 @@
 // HTTP endpoints and signals together. Stopping unmounts nothing.
 import { mkdir } from 'node:fs/promises';
 import type { Server } from 'node:http';
+import type { Server as HttpsServer } from 'node:https';
 import { resolve } from 'node:path';
 import type { Logger } from '../logger.ts';
 import { createLinuxMounter } from '../mount/linux.ts';
@@ -14,11 +15,13 @@ import { probeVolumePlugins } from '../plugins/index.ts';
 import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import { createVolumeHost } from '../volumehost/host.ts';
 import { createCSINodeInfoManager } from '../volumehost/kube/csinode.ts';
+import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
 import { type Cluster, referencedObjects } from './cluster.ts';
 import { createHttpServer } from './http.ts';
 import { createMetrics, type VolumeStatsSample } from './metrics.ts';
 import { PluginWatcher } from './plugin-watcher.ts';
 import { createPodManager } from './pod-manager.ts';
+import { STATIC_POD_API_REFERENCE, staticPodAPIReference } from './pods/api-references.ts';
 import { createStaticPodSource } from './pods/static-source.ts';
 import type { PodSource } from './pods/types.ts';
 import { VolumeManager } from './volumemanager/volume-manager.ts';
@@ -33,6 +36,8 @@ export interface RunOptions {
   syncFrequencyMs?: number;
   /** mount-utils' systemd-run --scope wrapping: 'auto' probes for systemd, 'off' never wraps. */
   systemdScope?: 'auto' | 'off';
+  /** TLS, authentication and authorization of a non-loopback listener (kubelet's flags). */
+  access?: AccessOptions;
   logger: Logger;
   version: string;
   /** Cluster mode: the API pod source and the API-backed half of the volume host. */
@@ -55,7 +60,18 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   const sources: PodSource[] = [...(o.cluster?.sources ?? [])];
   if (o.podManifestPath) {
     sources.push(
-      createStaticPodSource({ dir: resolve(o.podManifestPath), nodeName: o.nodeName, logger: log }),
+      createStaticPodSource({
+        dir: resolve(o.podManifestPath),
+        nodeName: o.nodeName,
+        logger: log,
+        // In cluster mode a static pod may not name API objects, as the API server refuses such mirror pods.
+        refuse: o.cluster
+          ? (pod) => {
+              const message = staticPodAPIReference(pod, o.nodeName);
+              return message ? { reason: STATIC_POD_API_REFERENCE, message } : undefined;
+            }
+          : undefined,
+      }),
     );
   }
   const podManager = createPodManager(sources);
@@ -194,22 +210,34 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     });
   });
 
-  const server = createHttpServer({
-    registry: metrics.registry,
-    alive: () => vm.isAlive(),
-    ready: () => {
-      const reasons: string[] = [];
-      for (const s of sources) if (!s.hasSynced()) reasons.push(`pod source ${s.name} has not synced`);
-      reasons.push(...(o.cluster?.notReady() ?? []));
-      if (!vm.isReady()) reasons.push('volume state not reconstructed and populated yet');
-      return { ready: reasons.length === 0, reasons };
-    },
-    status: () => ({
-      node: o.nodeName,
-      pods: vm.status(),
-      errors: podManager.errors(),
-    }),
+  const secure = await createSecureServing({
+    access: o.access ?? ACCESS_DEFAULTS,
+    listenHost: o.listen.host,
+    rootDir,
+    nodeName: o.nodeName,
+    kubeConfig: o.cluster?.kubeConfig,
+    logger: log,
   });
+  const server = createHttpServer(
+    {
+      registry: metrics.registry,
+      alive: () => vm.isAlive(),
+      ready: () => {
+        const reasons: string[] = [];
+        for (const s of sources) if (!s.hasSynced()) reasons.push(`pod source ${s.name} has not synced`);
+        reasons.push(...(o.cluster?.notReady() ?? []));
+        if (!vm.isReady()) reasons.push('volume state not reconstructed and populated yet');
+        return { ready: reasons.length === 0, reasons };
+      },
+      status: () => ({
+        node: o.nodeName,
+        pods: vm.status(),
+        errors: podManager.errors(),
+      }),
+    },
+    secure,
+  );
+  const stopWatchingFiles = secure?.watchFiles(server as unknown as HttpsServer);
   await new Promise<void>((res, rej) => {
     server.once('error', rej);
     server.listen(o.listen.port, o.listen.host, () => {
@@ -243,6 +271,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     volumeManager: vm,
     server,
     async stop() {
+      stopWatchingFiles?.();
       await Promise.all(sources.map((s) => s.stop()));
       clearInterval(statsTimer);
       await pluginWatcher.stop();

@@ -1,7 +1,10 @@
 // One listener for /metrics, /healthz, /readyz and /status. Four fixed GET
-// routes do not need a router.
-import { createServer, type Server } from 'node:http';
+// routes do not need a router. Served as plain HTTP, or as HTTPS behind the
+// access guard (see access/serving.ts for which).
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, type ServerOptions } from 'node:https';
 import type { Registry } from 'prom-client';
+import type { Guard } from './access/guard.ts';
 
 export interface HttpHandlers {
   registry: Registry;
@@ -10,15 +13,19 @@ export interface HttpHandlers {
   status(): unknown;
 }
 
-export function createHttpServer(h: HttpHandlers): Server {
-  return createServer(async (req, res) => {
+export function createHttpServer(h: HttpHandlers, secure?: { tls: ServerOptions; guard: Guard }): Server {
+  const handler = async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '/').split('?')[0];
-    const send = (code: number, body: string, type = 'text/plain; charset=utf-8') => {
-      res.writeHead(code, { 'content-type': type, 'cache-control': 'no-store' });
+    const send = (code: number, body: string, type = 'text/plain; charset=utf-8', headers = {}) => {
+      res.writeHead(code, { 'content-type': type, 'cache-control': 'no-store', ...headers });
       res.end(body);
     };
-    if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n');
     try {
+      if (secure) {
+        const d = await secure.guard.check(req, path);
+        if (!d.allowed) return send(d.status, d.body, undefined, d.headers);
+      }
+      if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'method not allowed\n');
       switch (path) {
         case '/metrics':
           return send(200, await h.registry.metrics(), h.registry.contentType);
@@ -36,7 +43,9 @@ export function createHttpServer(h: HttpHandlers): Server {
     } catch (err) {
       return send(500, `${(err as Error).message}\n`);
     }
-  });
+  };
+  // An https.Server is a net/tls server with the same request API as http.Server.
+  return secure ? (createHttpsServer(secure.tls, handler) as unknown as Server) : createServer(handler);
 }
 
 /** Parses HOST:PORT (IPv6 as [::1]:PORT); throws a message fit for a usage error. */

@@ -19,3 +19,29 @@ export const nodeNameOption = () =>
     .env('PODVOL_NODE_NAME')
     .default(hostname().toLowerCase())
     .argParser(nonEmpty('--node-name'));
+
+const GO_DURATION_UNITS: Record<string, number> = {
+  ns: 1e-6,
+  us: 1e-3,
+  µs: 1e-3,
+  μs: 1e-3,
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
+
+/** Go's time.ParseDuration ("2m", "1m30s", "500ms", "0"), in milliseconds; kubelet's duration flags take these. */
+export function parseGoDuration(v: string): number {
+  if (v === '0') return 0;
+  const re = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/gy;
+  let ms = 0;
+  let end = 0;
+  for (let m = re.exec(v); m; m = re.exec(v)) {
+    ms += Number(m[1]) * GO_DURATION_UNITS[m[2]];
+    end = re.lastIndex;
+  }
+  if (v === '' || end !== v.length)
+    throw new InvalidArgumentError(`invalid duration "${v}": want e.g. 2m, 1m30s, 500ms`);
+  return ms;
+}

@@ -1,11 +1,13 @@
 // `podvol run`: the node agent. New run flags go next to the existing ones in
 // runCommand(); the daemon itself is wired in src/agent/daemon.ts.
 import { type Command, InvalidArgumentError, Option } from 'commander';
+import { resolveAccess } from '../agent/access/serving.ts';
 import { startDaemon } from '../agent/daemon.ts';
 import { parseListen } from '../agent/http.ts';
 import { createLogger, logLevels } from '../agent/logger.ts';
 import { version } from '../version.ts';
-import { setExitCode } from './command.ts';
+import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
+import { setExitCode, usageError } from './command.ts';
 import { nodeNameOption, rootDirOption } from './options.ts';
 
 const asListen = (v: string) => {
@@ -23,7 +25,7 @@ const positiveSeconds = (v: string) => {
   return n;
 };
 
-export interface RunFlags {
+export interface RunFlags extends AccessFlags {
   rootDir: string;
   nodeName: string;
   podManifestPath?: string;
@@ -51,14 +53,21 @@ export async function run(flags: RunFlags): Promise<number> {
     process.stderr.write('podvol: nothing to serve: give --pod-manifest-path and/or --kubeconfig\n');
     return 2;
   }
-  const cluster =
-    flags.kubeconfig || process.env.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST
-      ? await (await import('../agent/cluster.ts')).connectCluster({
-          kubeconfig: flags.kubeconfig,
-          nodeName: flags.nodeName,
-          logger,
-        })
-      : undefined;
+  const clusterMode = Boolean(
+    flags.kubeconfig || process.env.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST,
+  );
+  try {
+    resolveAccess(toAccessOptions(flags), flags.listen.host, clusterMode);
+  } catch (err) {
+    return usageError((err as Error).message);
+  }
+  const cluster = clusterMode
+    ? await (await import('../agent/cluster.ts')).connectCluster({
+        kubeconfig: flags.kubeconfig,
+        nodeName: flags.nodeName,
+        logger,
+      })
+    : undefined;
   const daemon = await startDaemon({
     rootDir: flags.rootDir,
     nodeName: flags.nodeName,
@@ -66,6 +75,7 @@ export async function run(flags: RunFlags): Promise<number> {
     listen: flags.listen,
     syncFrequencyMs: flags.syncFrequency * 1000,
     systemdScope: flags.systemdScope,
+    access: toAccessOptions(flags),
     logger,
     version,
     cluster,
@@ -85,7 +95,7 @@ export async function run(flags: RunFlags): Promise<number> {
 }
 
 export function runCommand(program: Command): void {
-  program
+  const command = program
     .command('run')
     .description('run the node agent')
     .addOption(rootDirOption())
@@ -128,8 +138,9 @@ export function runCommand(program: Command): void {
         .env('PODVOL_LOG_LEVEL')
         .choices(logLevels)
         .default('info'),
-    )
-    .action(async (flags: RunFlags, cmd: Command) => {
-      setExitCode(cmd, await run(flags));
-    });
+    );
+  for (const o of accessOptions()) command.addOption(o);
+  command.action(async (flags: RunFlags, cmd: Command) => {
+    setExitCode(cmd, await run(flags));
+  });
 }

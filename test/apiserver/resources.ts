@@ -14,6 +14,8 @@ export interface ResourceDef {
   readonly fieldLabels: readonly string[];
   readonly subresources: readonly string[];
   readonly shortNames?: readonly string[];
+  /** Review APIs (TokenReview, SubjectAccessReview): only `create`, answered, never stored. */
+  readonly createOnly?: boolean;
 }
 
 const metaFields = ['metadata.name', 'metadata.namespace'];
@@ -132,6 +134,38 @@ export function resourceTable(opts: ResourceOptions = {}): ResourceDef[] {
       subresources: ['status'],
     },
   ];
+  const rbac = (plural: string, singular: string, kind: string, namespaced: boolean): ResourceDef => ({
+    id: `${plural}.rbac.authorization.k8s.io`,
+    group: 'rbac.authorization.k8s.io',
+    versions: ['v1'],
+    plural,
+    singular,
+    kind,
+    namespaced,
+    fieldLabels: metaFields,
+    subresources: [],
+  });
+  // Create-only review APIs: nothing is stored, the answer is computed (see reviews.ts).
+  const review = (group: string, plural: string, singular: string, kind: string): ResourceDef => ({
+    id: `${plural}.${group}`,
+    group,
+    versions: ['v1'],
+    plural,
+    singular,
+    kind,
+    namespaced: false,
+    fieldLabels: metaFields,
+    subresources: [],
+    createOnly: true,
+  });
+  defs.push(
+    rbac('clusterroles', 'clusterrole', 'ClusterRole', false),
+    rbac('clusterrolebindings', 'clusterrolebinding', 'ClusterRoleBinding', false),
+    rbac('roles', 'role', 'Role', true),
+    rbac('rolebindings', 'rolebinding', 'RoleBinding', true),
+    review('authentication.k8s.io', 'tokenreviews', 'tokenreview', 'TokenReview'),
+    review('authorization.k8s.io', 'subjectaccessreviews', 'subjectaccessreview', 'SubjectAccessReview'),
+  );
   if (ctbVersions.length > 0) {
     defs.push({
       id: 'clustertrustbundles.certificates.k8s.io',
@@ -164,7 +198,7 @@ export function resourceList(defs: readonly ResourceDef[], group: string, versio
       singularName: d.singular,
       namespaced: d.namespaced,
       kind: d.kind,
-      verbs,
+      verbs: d.createOnly ? ['create'] : verbs,
     });
     for (const sub of d.subresources) {
       resources.push({

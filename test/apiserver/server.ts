@@ -1,7 +1,8 @@
 // A small but faithful Kubernetes API server for tests: real REST paths, JSON
 // shapes, Status errors, resourceVersions, list+watch with selectors, 410 Gone
 // after compaction, bearer-token auth, plus hooks to break it on purpose
-// (drop or freeze watches, stall, go down, forbid). Clients under test talk to
+// (drop or freeze watches, stall, go down, forbid), TokenReview and
+// SubjectAccessReview decided by RBAC objects in the store. Clients under test talk to
 // it through the real @kubernetes/client-node, never a mock.
 import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
@@ -21,6 +22,7 @@ import {
   resourceList,
   resourceTable,
 } from './resources.ts';
+import { type IssuedIdentity, subjectAccessReview, tokenReview, type UserInfo } from './reviews.ts';
 import {
   type KubeObj,
   type Matcher,
@@ -32,6 +34,7 @@ import { StatusError, tooOld } from './status.ts';
 import { TestStore } from './store.ts';
 import { testCaCert, testServerCert, testServerKey } from './tls.ts';
 
+export type { UserInfo } from './reviews.ts';
 export type { KubeObj } from './selectors.ts';
 export { StatusError } from './status.ts';
 export { TestStore } from './store.ts';
@@ -51,6 +54,8 @@ export interface TestApiServerOptions extends ResourceOptions {
    * capped value is returned in spec.expirationSeconds.
    */
   maxTokenExpirationSeconds?: number;
+  /** Further bearer tokens TokenReview knows (token → user); they cannot call the API themselves. */
+  users?: Record<string, UserInfo>;
 }
 
 export interface RequestRecord {
@@ -122,6 +127,8 @@ export interface TestApiHooks {
   sendBookmarks(): void;
   /** Number of open watch streams. */
   openWatches(): number;
+  /** Make TokenReview know `token` as `user` (removing it again with the returned function). */
+  addUser(token: string, user: UserInfo): () => void;
 }
 
 export interface TestApiServer {
@@ -187,6 +194,14 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
   let tokenCounter = 0;
   const requests: RequestRecord[] = [];
   const issuedTokens: IssuedToken[] = [];
+  const issuedIdentities: IssuedIdentity[] = [];
+  const staticUsers = new Map<string, UserInfo>(Object.entries(opts.users ?? {}));
+  // TokenReview knows the server's own token too, as the user it serves.
+  const reviewUsers = () =>
+    new Map([
+      ...staticUsers,
+      [token, { username: user, groups: user.startsWith('system:node:') ? ['system:nodes'] : [] }],
+    ]);
   const forbidRules = new Set<ForbidRule>();
   const watches = new Set<OpenWatch>();
   const hanging = new Set<ServerResponse>();
@@ -414,6 +429,15 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
       `fake-signature-${n}`,
     ].join('.');
     const expirationTimestamp = isoSeconds(new Date(exp * 1000));
+    issuedIdentities.push({
+      token: jwt,
+      namespace: ns,
+      serviceAccount: saName,
+      serviceAccountUID: sa.metadata.uid,
+      audiences,
+      exp,
+      pod: podClaim,
+    });
     issuedTokens.push({
       namespace: ns,
       serviceAccount: saName,
@@ -478,6 +502,12 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
     rec.body = body;
     const id = r.def.id;
 
+    if (r.def.createOnly) {
+      if (verb !== 'create')
+        throw new StatusError(405, 'the server does not allow this method on the requested resource');
+      if (r.def.plural === 'tokenreviews') return [201, tokenReview(body, reviewUsers(), issuedIdentities)];
+      return [201, subjectAccessReview(body, store)];
+    }
     if (r.subresource === 'token') {
       if (verb !== 'create')
         throw new StatusError(405, 'the server does not allow this method on the requested resource');
@@ -682,6 +712,10 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
       for (const w of watches) sendBookmark(w);
     },
     openWatches: () => [...watches].filter((w) => !w.frozen).length,
+    addUser(t: string, u: UserInfo) {
+      staticUsers.set(t, u);
+      return () => staticUsers.delete(t);
+    },
   };
 
   return {

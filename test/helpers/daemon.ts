@@ -2,6 +2,7 @@
 // gives tests its HTTP endpoints, its log lines and ways to stop or kill it.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { lstat, readFile } from 'node:fs/promises';
+import { request } from 'node:https';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 
@@ -42,7 +43,8 @@ export interface PodvolProcess {
   proc: ChildProcess;
   output(): string;
   logLines(): Record<string, unknown>[];
-  get(path: string): Promise<{ status: number; body: string }>;
+  /** GET with an optional bearer token (sent only to a secured, non-loopback listener). */
+  get(path: string, token?: string): Promise<{ status: number; body: string }>;
   status(): Promise<StatusDoc>;
   /** Sends a signal and resolves with the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
@@ -67,6 +69,11 @@ export async function startPodvol(args: {
   manifests?: string;
   extra?: string[];
   env?: Record<string, string>;
+  /**
+   * Listen on 0.0.0.0: podvol then serves HTTPS with authentication, and the helper
+   * trusts the self-signed certificate it generates under <rootDir>/pki.
+   */
+  secure?: boolean;
 }): Promise<PodvolProcess> {
   const port = await freePort();
   const argv = [
@@ -75,7 +82,7 @@ export async function startPodvol(args: {
     '--root-dir',
     args.rootDir,
     '--listen',
-    `127.0.0.1:${port}`,
+    `${args.secure ? '0.0.0.0' : '127.0.0.1'}:${port}`,
     '--node-name',
     'testnode',
     ...(args.manifests ? ['--pod-manifest-path', args.manifests] : []),
@@ -93,8 +100,25 @@ export async function startPodvol(args: {
     out += d;
   });
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  const url = `http://127.0.0.1:${port}`;
-  const get = async (path: string) => {
+  const url = `${args.secure ? 'https' : 'http'}://127.0.0.1:${port}`;
+  const getTls = async (path: string, token?: string) => {
+    const ca = await readFile(join(args.rootDir, 'pki', 'podvol.crt'), 'utf8');
+    return new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const headers = token ? { authorization: `Bearer ${token}` } : undefined;
+      const req = request(url + path, { ca, headers, agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => {
+          body += d;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  };
+  const get = async (path: string, token?: string) => {
+    if (args.secure) return getTls(path, token);
     const res = await fetch(url + path);
     return { status: res.status, body: await res.text() };
   };

@@ -28,6 +28,8 @@ export interface StaticPodSourceOptions {
   resyncMs?: number;
   /** Wall clock in ms since the epoch (tests move it). */
   now?: () => number;
+  /** Refuses a pod that is valid but may not run here: the SourceError's reason and message. */
+  refuse?: (pod: V1Pod) => { reason: string; message: string } | undefined;
 }
 
 /** Whether a directory entry is skipped rather than read as a manifest. */
@@ -293,7 +295,9 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
         } else {
           byUID.set(uid, file);
           byName.set(`${ns}/${podName}`, file);
-          pods.push(pod);
+          const refused = opts.refuse?.(pod);
+          if (refused) errors.push({ ...where, ...refused });
+          else pods.push(pod);
         }
       }
     }
