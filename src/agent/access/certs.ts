@@ -8,7 +8,11 @@ import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
-import forge from 'node-forge';
+import type forge from 'node-forge';
+
+// node-forge is only needed to make a certificate, so it is loaded only then (it is large).
+type Forge = typeof forge;
+const loadForge = async (): Promise<Forge> => (await import('node-forge')).default;
 
 export interface ServingCert {
   cert: string;
@@ -36,21 +40,24 @@ export function servingHosts(nodeName: string, listenHost: string, extra: string
   return [...hosts].filter((h) => h !== '');
 }
 
-function newKeyPair(): forge.pki.rsa.KeyPair {
+function newKeyPair(forge: Forge): forge.pki.rsa.KeyPair {
   // Node's native RSA key generation; forge only signs.
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const priv = forge.pki.privateKeyFromPem(privateKey.export({ type: 'pkcs1', format: 'pem' }) as string);
   return { privateKey: priv, publicKey: forge.pki.setRsaPublicKey(priv.n, priv.e) };
 }
 
-function certificate(o: {
-  subject: string;
-  issuer?: { cn: string; key: forge.pki.rsa.PrivateKey };
-  keys: forge.pki.rsa.KeyPair;
-  now: Date;
-  ca: boolean;
-  hosts?: string[];
-}): forge.pki.Certificate {
+function certificate(
+  forge: Forge,
+  o: {
+    subject: string;
+    issuer?: { cn: string; key: forge.pki.rsa.PrivateKey };
+    keys: forge.pki.rsa.KeyPair;
+    now: Date;
+    ca: boolean;
+    hosts?: string[];
+  },
+): forge.pki.Certificate {
   const c = forge.pki.createCertificate();
   c.publicKey = o.keys.publicKey;
   // A positive 128-bit serial.
@@ -84,17 +91,18 @@ function certificate(o: {
 }
 
 /** kubelet's GenerateSelfSignedCertKey: a CA "<host>-ca@<unix>" and a serving certificate "<host>@<unix>". */
-export function generateSelfSigned(
+export async function generateSelfSigned(
   host: string,
   hosts: string[],
   now = new Date(),
-): { cert: string; key: string } {
+): Promise<{ cert: string; key: string }> {
+  const forge = await loadForge();
   const stamp = Math.floor(now.getTime() / 1000);
-  const caKeys = newKeyPair();
+  const caKeys = newKeyPair(forge);
   const caCN = `${host}-ca@${stamp}`;
-  const ca = certificate({ subject: caCN, keys: caKeys, now, ca: true });
-  const keys = newKeyPair();
-  const leaf = certificate({
+  const ca = certificate(forge, { subject: caCN, keys: caKeys, now, ca: true });
+  const keys = newKeyPair(forge);
+  const leaf = certificate(forge, {
     subject: `${host}@${stamp}`,
     issuer: { cn: caCN, key: caKeys.privateKey },
     keys,
@@ -144,7 +152,7 @@ export async function loadServingCert(o: {
   const now = o.now?.() ?? Date.now();
   const existing = await reusable(certFile, keyFile, o.hosts, now);
   if (existing) return { ...existing, certFile, keyFile, generated: true };
-  const pair = generateSelfSigned(o.nodeName, o.hosts, new Date(now));
+  const pair = await generateSelfSigned(o.nodeName, o.hosts, new Date(now));
   await mkdir(join(o.rootDir, 'pki'), { recursive: true, mode: 0o700 });
   // Key first, each through a temporary file, so a crash never leaves a certificate without its key.
   for (const [file, data, mode] of [

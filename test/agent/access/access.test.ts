@@ -272,7 +272,7 @@ describe('TLS', () => {
   test('--tls-cert-file and --tls-private-key-file are served as given', async (t) => {
     const dir = await tempDir(t);
     const { generateSelfSigned } = await import('../../../src/agent/access/certs.ts');
-    const pair = generateSelfSigned('given', ['127.0.0.1']);
+    const pair = await generateSelfSigned('given', ['127.0.0.1']);
     const { writeFile } = await import('node:fs/promises');
     await writeFile(join(dir, 'tls.crt'), pair.cert);
     await writeFile(join(dir, 'tls.key'), pair.key, { mode: 0o600 });

@@ -54,11 +54,15 @@ mountTest('cluster mode: a static pod naming a secret is refused with StaticPodA
   );
   const p = await startPodvol({ rootDir: root, manifests, extra: ['--kubeconfig', kubeconfig] });
   t.after(() => p.stop());
-  const status = await waitFor('the refusal in /status', async () => {
-    const s = await p.status();
-    const fine = s.pods.find((x) => x.name === 'fine-testnode');
-    return fine?.volumes.every((v) => v.state === 'mounted') && s.errors.length > 0 ? s : undefined;
-  });
+  const status = await waitFor(
+    'the refusal in /status',
+    async () => {
+      const s = await p.status();
+      const fine = s.pods.find((x) => x.name === 'fine-testnode');
+      return fine?.volumes.every((v) => v.state === 'mounted') && s.errors.length > 0 ? s : undefined;
+    },
+    90_000,
+  );
   const refusal = status.errors.find((e) => e.reason === 'StaticPodAPIReference');
   assert.ok(refusal, JSON.stringify(status.errors));
   assert.match(refusal.message, /node "testnode" can not create pods that reference secrets/);
@@ -87,10 +91,14 @@ mountTest(
     );
     const p = await startPodvol({ rootDir: root, manifests });
     t.after(() => p.stop());
-    const s = await waitFor('app in /status', async () => {
-      const doc = await p.status();
-      return doc.pods.find((x) => x.name === 'app-testnode') ? doc : undefined;
-    });
+    const s = await waitFor(
+      'app in /status',
+      async () => {
+        const doc = await p.status();
+        return doc.pods.find((x) => x.name === 'app-testnode') ? doc : undefined;
+      },
+      90_000,
+    );
     assert.ok(!s.errors.some((e) => e.reason === 'StaticPodAPIReference'));
   },
 );
