@@ -286,6 +286,78 @@ describe('TLS', () => {
   });
 });
 
+describe('rotation', () => {
+  test('a rewritten --tls-cert-file/--tls-private-key-file and --client-ca-file are picked up without a restart', async (t) => {
+    const dir = await tempDir(t);
+    const { generateSelfSigned } = await import('../../../src/agent/access/certs.ts');
+    const { writeFile, rename } = await import('node:fs/promises');
+    const write = async (name: string, data: string) => {
+      // As cert tooling does: a new file renamed over the old one.
+      await writeFile(join(dir, `${name}.new`), data, { mode: 0o600 });
+      await rename(join(dir, `${name}.new`), join(dir, name));
+    };
+    const first = await generateSelfSigned('first', ['127.0.0.1']);
+    const oldCA = createTestCA('old-ca');
+    await write('tls.crt', first.cert);
+    await write('tls.key', first.key);
+    await write('ca.crt', oldCA.cert);
+    const rootDir = await tempDir(t);
+    const registry = new Registry();
+    const secure = await createSecureServing({
+      access: {
+        ...ACCESS_DEFAULTS,
+        tlsCertFile: join(dir, 'tls.crt'),
+        tlsPrivateKeyFile: join(dir, 'tls.key'),
+        clientCaFile: join(dir, 'ca.crt'),
+      },
+      listenHost: '0.0.0.0',
+      rootDir,
+      nodeName: NODE,
+      logger: pino({ level: 'silent' }),
+    });
+    assert.ok(secure);
+    const server = createHttpServer(
+      { registry, alive: () => true, ready: () => ({ ready: true, reasons: [] }), status: () => ({}) },
+      secure,
+    );
+    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+    const stop = secure.watchFiles(server as never, 50);
+    t.after(() => {
+      stop();
+      server.closeAllConnections();
+      return new Promise<void>((ok) => server.close(() => ok()));
+    });
+    const port = (server.address() as AddressInfo).port;
+    const get = (ca: string, client: Issued) =>
+      new Promise<number>((resolve, reject) => {
+        const req = request(
+          `https://127.0.0.1:${port}/status`,
+          { ca, cert: client.cert, key: client.key, agent: false },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+          },
+        );
+        req.on('error', reject);
+        req.end();
+      });
+    assert.equal(await get(first.cert, oldCA.client('a')), 200);
+
+    const second = await generateSelfSigned('second', ['127.0.0.1']);
+    const newCA = createTestCA('new-ca');
+    await write('tls.crt', second.cert);
+    await write('tls.key', second.key);
+    await write('ca.crt', newCA.cert);
+    const { waitFor } = await import('../../helpers/daemon.ts');
+    await waitFor(
+      'the new certificate served',
+      async () => (await get(second.cert, newCA.client('a'))) === 200,
+    );
+    assert.equal(await get(second.cert, oldCA.client('a')), 401, 'the old client CA is gone');
+    await assert.rejects(get(first.cert, newCA.client('a')), 'the old serving certificate is gone');
+  });
+});
+
 describe('client certificates', () => {
   test('accepted when signed by --client-ca-file (CN user, O groups), refused otherwise', async (t) => {
     const dir = await tempDir(t);
