@@ -3,9 +3,11 @@
 #   bash .ci/checks.sh
 # Installs what it needs from Debian and the npm registry (tools go to the
 # throwaway prefix .ci/.tools, never into package.json), then checks:
-# the Dockerfile, the Kubernetes manifests against the API schemas, the
-# alerting rules and the Prometheus config, the dashboard's queries, the
-# systemd unit, and a live scrape of a running podvol.
+# the Dockerfile, the Kubernetes manifests (and the deploy/cluster-wide
+# variant) against the API schemas, the alerting rules and the Prometheus
+# config, the dashboard's queries, the systemd unit (verify, its
+# `systemd-analyze security` exposure, and podvol working within its
+# capability bounding set), and a live scrape of a running podvol.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -60,14 +62,24 @@ check_dockerfile() {
 }
 
 check_manifests() {
+  # The opt-in variant as `kubectl apply -k deploy/cluster-wide` would build it.
+  "$node" test/deploy/tools/build-variant.ts deploy/cluster-wide >"$work/cluster-wide.yaml"
   "$node" test/deploy/tools/validate-manifests.ts "$tools" \
-    deploy/daemonset.yaml deploy/prometheus/servicemonitor.yaml deploy/prometheus/prometheusrule.yaml
+    deploy/daemonset.yaml "$work/cluster-wide.yaml" deploy/prometheus/rbac-prometheus.yaml \
+    deploy/prometheus/servicemonitor.yaml deploy/prometheus/prometheusrule.yaml
 }
 
 check_rules() {
   promtool check rules deploy/prometheus/alerts.yaml
   promtool test rules deploy/prometheus/alerts.test.yaml
-  promtool check config deploy/prometheus/prometheus.yml
+  # check config insists that the TLS files it names exist: point them at
+  # placeholders, as check_systemd points ExecStart at this checkout's Node.
+  mkdir -p "$work/prometheus/podvol"
+  touch "$work/prometheus/podvol/"{ca.crt,client.crt,client.key}
+  cp deploy/prometheus/alerts.yaml "$work/prometheus/"
+  sed "s|/etc/prometheus/podvol/|$work/prometheus/podvol/|" deploy/prometheus/prometheus.yml \
+    >"$work/prometheus/prometheus.yml"
+  promtool check config "$work/prometheus/prometheus.yml"
 }
 
 check_dashboard() {
@@ -94,6 +106,74 @@ check_systemd() {
     return 1
   fi
   echo "podvol.service: systemd-analyze verify clean"
+  # The exposure score of the hardening (lower is better; 9.6 without it).
+  # --threshold fails the check when a change makes it worse than 5.0.
+  systemd-analyze security --offline=true --threshold=50 --no-pager "$work/unit/podvol.service"
+}
+
+podvol_ready() {
+  local url=$1 pid=$2
+  for _ in $(seq 1 120); do
+    curl -fsS -o /dev/null "$url/readyz" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.5
+  done
+  return 1
+}
+
+# Runs podvol on the examples under a capability bounding set (setpriv syntax,
+# e.g. -all,+sys_admin) with no_new_privs, as the unit does; prints the states
+# of the example volumes, one per line.
+volume_states_with_caps() {
+  local caps=$1 root port url
+  root=$(mktemp -d "$work/caps.XXXXXX")
+  port=$((20000 + RANDOM % 20000))
+  url="http://127.0.0.1:$port"
+  unshare --mount --propagation private -- \
+    setpriv --no-new-privs --bounding-set="$caps" -- \
+    "$node" bin/podvol.js run --pod-manifest-path examples --root-dir "$root" \
+    --listen "127.0.0.1:$port" --node-name podvol-caps >"$root.log" 2>&1 &
+  pid=$!
+  trap 'kill -KILL "$pid" 2>/dev/null || true' EXIT
+  if ! podvol_ready "$url" "$pid"; then
+    echo "podvol did not become ready under bounding set $caps; its log:" >&2
+    cat "$root.log" >&2
+    return 1
+  fi
+  # Give failing mounts their first attempt, then read the states.
+  sleep 3
+  curl -fsS "$url/status" | "$node" -e \
+    'let t="";process.stdin.on("data",d=>t+=d).on("end",()=>{for(const p of JSON.parse(t).pods)for(const v of p.volumes)console.log(v.state)})'
+  kill -TERM "$pid"
+  wait "$pid"
+}
+
+check_unit_capabilities() {
+  # podvol must set up every example volume with only the capabilities the
+  # unit's CapabilityBoundingSet= leaves it, and must fail without
+  # CAP_SYS_ADMIN (so this check can tell).
+  local caps list=-all c states
+  caps=$(sed -n 's/^CapabilityBoundingSet=//p' deploy/systemd/podvol.service)
+  if [[ -z $caps ]]; then
+    echo "podvol.service has no CapabilityBoundingSet="
+    return 1
+  fi
+  for c in $caps; do
+    c=${c#CAP_}
+    list+=",+${c,,}"
+  done
+  states=$(volume_states_with_caps "$list")
+  if [[ -z $states ]] || grep -vqx mounted <<<"$states"; then
+    echo "with bounding set $list the example volumes are: $(tr '\n' ' ' <<<"$states")"
+    return 1
+  fi
+  echo "every example volume mounted within the unit's bounding set ($list)"
+  states=$(volume_states_with_caps "${list/,+sys_admin/}")
+  if ! grep -vqx mounted <<<"$states"; then
+    echo "without CAP_SYS_ADMIN every volume still mounted: the check cannot fail"
+    return 1
+  fi
+  echo "without CAP_SYS_ADMIN some fail, as they must: $(tr '\n' ' ' <<<"$states")"
 }
 
 # prom-client's default metrics include three gauges whose names end in
@@ -188,6 +268,7 @@ run check_manifests
 run check_rules
 run check_dashboard
 run check_systemd
+run check_unit_capabilities
 run check_sample_exposition
 run check_live_scrape
 

@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { V1ClusterRole, V1DaemonSet, V1PolicyRule } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { manifestProblems } from './k8s-fields.ts';
+import { build, deployDir } from './kustomize.ts';
 
 interface Manifest {
   apiVersion: string;
@@ -25,12 +27,34 @@ const ds = byKind('DaemonSet')[0] as unknown as V1DaemonSet;
 const pod = ds.spec!.template.spec!;
 const container = pod.containers[0];
 
+const grantsOf = (role: V1ClusterRole) =>
+  (role.rules as V1PolicyRule[]).flatMap((r) =>
+    r.apiGroups!.flatMap((g) =>
+      r.resources!.flatMap((res) => r.verbs.map((v) => `${g || 'core'}/${res}:${v}`)),
+    ),
+  );
+
 describe('deploy/daemonset.yaml', () => {
-  test('holds a Namespace, ServiceAccount, ClusterRole, binding and DaemonSet', () => {
+  test('holds a Namespace, a ServiceAccount and the DaemonSet: no RBAC at all', () => {
     assert.deepEqual(
       docs.map((d) => d.kind),
-      ['Namespace', 'ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'DaemonSet'],
+      ['Namespace', 'ServiceAccount', 'DaemonSet'],
     );
+  });
+
+  test("least privilege: the node's own credentials, no service-account token", () => {
+    const sa = byKind('ServiceAccount')[0] as unknown as { automountServiceAccountToken?: boolean };
+    assert.equal(sa.automountServiceAccountToken, false);
+    assert.equal(pod.automountServiceAccountToken, false);
+    assert.ok(container.args!.includes('--kubeconfig=/etc/podvol/node/kubeconfig'));
+    const mount = container.volumeMounts!.find((m) => m.mountPath === '/etc/podvol/node');
+    assert.equal(mount?.readOnly, true);
+    const volume = pod.volumes!.find((v) => v.name === mount?.name);
+    assert.deepEqual(volume?.hostPath, { path: '/etc/podvol/node', type: 'Directory' });
+  });
+
+  test('the `kubectl apply -k deploy/` build is exactly this file', () => {
+    assert.deepEqual(build(deployDir), docs);
   });
 
   test('every field is a real field of its Kubernetes type', () => {
@@ -42,13 +66,53 @@ describe('deploy/daemonset.yaml', () => {
     }
   });
 
-  test('binds exactly the permissions the features need, read-only except tokens, events and the node CSI state', () => {
-    const role = byKind('ClusterRole')[0] as unknown as V1ClusterRole;
-    const grants = (role.rules as V1PolicyRule[]).flatMap((r) =>
-      r.apiGroups!.flatMap((g) =>
-        r.resources!.flatMap((res) => r.verbs.map((v) => `${g || 'core'}/${res}:${v}`)),
-      ),
+  test('listens on all addresses with authentication and authorization; probes use the anonymous endpoints', () => {
+    assert.ok(container.args!.includes('--authentication-token-webhook=true'));
+    assert.ok(container.args!.includes('--authorization-mode=Webhook'));
+    for (const p of [container.startupProbe, container.livenessProbe, container.readinessProbe]) {
+      assert.equal(p?.httpGet?.scheme, 'HTTPS');
+      assert.ok(['/healthz', '/readyz'].includes(p?.httpGet?.path ?? ''));
+    }
+  });
+});
+
+describe('deploy/cluster-wide (opt-in variant)', () => {
+  const variant = build(join(deployDir, 'cluster-wide'));
+  const kinds = (k: string) => variant.filter((d) => d.kind === k);
+  const vds = kinds('DaemonSet')[0] as unknown as V1DaemonSet;
+  const vpod = vds.spec!.template.spec!;
+
+  test('the default manifests plus a ClusterRole and its binding', () => {
+    assert.deepEqual(
+      variant.map((d) => d.kind),
+      ['Namespace', 'ServiceAccount', 'DaemonSet', 'ClusterRole', 'ClusterRoleBinding'],
     );
+    for (const d of variant) assert.deepEqual(manifestProblems(d), [], `${d.kind} ${d.metadata.name}`);
+  });
+
+  test('runs on the ServiceAccount token instead of the node kubeconfig, otherwise unchanged', () => {
+    assert.equal(vpod.automountServiceAccountToken, true);
+    const c = vpod.containers[0];
+    assert.ok(!c.args!.some((a) => a.startsWith('--kubeconfig')));
+    assert.ok(!vpod.volumes!.some((v) => v.name === 'node-credentials'));
+    assert.ok(!c.volumeMounts!.some((m) => m.name === 'node-credentials'));
+    // Everything else is the default DaemonSet's.
+    const strip = (p: typeof pod) => ({
+      ...p,
+      automountServiceAccountToken: undefined,
+      volumes: p.volumes!.filter((v) => v.name !== 'node-credentials'),
+      containers: p.containers.map((x) => ({
+        ...x,
+        args: x.args!.filter((a) => !a.startsWith('--kubeconfig')),
+        volumeMounts: x.volumeMounts!.filter((m) => m.name !== 'node-credentials'),
+      })),
+    });
+    assert.deepEqual(strip(vpod), strip(pod));
+  });
+
+  test('binds exactly the permissions the features need, read-only except tokens, events, the node CSI state and reviews', () => {
+    const role = kinds('ClusterRole')[0] as unknown as V1ClusterRole;
+    const grants = grantsOf(role);
     const read = (gr: string) => ['get', 'list', 'watch'].map((v) => `${gr}:${v}`);
     assert.deepEqual(
       grants.sort(),
@@ -70,11 +134,13 @@ describe('deploy/daemonset.yaml', () => {
         'core/events:patch',
         ...read('storage.k8s.io/csidrivers'),
         ...read('certificates.k8s.io/clustertrustbundles'),
+        'authentication.k8s.io/tokenreviews:create',
+        'authorization.k8s.io/subjectaccessreviews:create',
       ].sort(),
     );
     for (const r of role.rules!)
       assert.ok(!r.verbs.includes('*') && !r.resources!.includes('*'), 'no wildcards');
-    const binding = byKind('ClusterRoleBinding')[0] as unknown as {
+    const binding = kinds('ClusterRoleBinding')[0] as unknown as {
       roleRef: { name: string };
       subjects: { kind: string; name: string; namespace: string }[];
     };
@@ -83,7 +149,18 @@ describe('deploy/daemonset.yaml', () => {
       { kind: 'ServiceAccount', name: pod.serviceAccountName, namespace: 'podvol' },
     ]);
   });
+});
 
+describe('deploy/prometheus/rbac-prometheus.yaml', () => {
+  test('grants get on nodes/metrics and nothing else', () => {
+    const docs2 = load('deploy/prometheus/rbac-prometheus.yaml');
+    const role = docs2.find((d) => d.kind === 'ClusterRole') as unknown as V1ClusterRole;
+    assert.deepEqual(grantsOf(role), ['core/nodes/metrics:get']);
+    for (const d of docs2) assert.deepEqual(manifestProblems(d), [], `${d.kind} ${d.metadata.name}`);
+  });
+});
+
+describe('deploy/daemonset.yaml, the pod', () => {
   test('runs privileged with the root directory shared Bidirectionally at the same path', () => {
     assert.equal(container.securityContext?.privileged, true);
     const rootArg = container.args!.find((a) => a.startsWith('--root-dir='))!;

@@ -141,6 +141,34 @@ describe('scrape configuration', () => {
     assert.deepEqual(instance?.source_labels, ['__meta_kubernetes_pod_node_name']);
   });
 
+  test("the Kubernetes job scrapes over HTTPS with the service account's token", () => {
+    const [job] = parse(read('deploy/prometheus/scrape-kubernetes.yaml')) as {
+      scheme: string;
+      authorization?: { credentials_file?: string };
+    }[];
+    assert.equal(job.scheme, 'https');
+    assert.equal(job.authorization?.credentials_file, '/var/run/secrets/kubernetes.io/serviceaccount/token');
+  });
+
+  test("the ServiceMonitor scrapes over HTTPS with the service account's token", () => {
+    const monitor = parseAllDocuments(read('deploy/prometheus/servicemonitor.yaml'))[1].toJS() as {
+      spec: { endpoints: { scheme?: string; bearerTokenFile?: string }[] };
+    };
+    for (const e of monitor.spec.endpoints) {
+      assert.equal(e.scheme, 'https');
+      assert.equal(e.bearerTokenFile, '/var/run/secrets/kubernetes.io/serviceaccount/token');
+    }
+  });
+
+  test('the bare-metal job scrapes over HTTPS with a client certificate', () => {
+    const cfg = parse(read('deploy/prometheus/prometheus.yml')) as {
+      scrape_configs: { scheme: string; tls_config?: { cert_file?: string; key_file?: string } }[];
+    };
+    const [job] = cfg.scrape_configs;
+    assert.equal(job.scheme, 'https');
+    assert.ok(job.tls_config?.cert_file && job.tls_config.key_file);
+  });
+
   test('the ServiceMonitor scrapes the metrics port as job podvol', () => {
     const [service, monitor] = parseAllDocuments(read('deploy/prometheus/servicemonitor.yaml')).map((d) =>
       d.toJS(),

@@ -125,6 +125,35 @@ describe('deploy/systemd/podvol.service', () => {
     );
   });
 
+  test('hardened without a mount namespace: capabilities, no new privileges, seccomp, address families', () => {
+    const caps = get('Service', 'CapabilityBoundingSet')?.join(' ').split(/\s+/).sort();
+    assert.deepEqual(caps, [
+      'CAP_CHOWN',
+      'CAP_DAC_OVERRIDE',
+      'CAP_DAC_READ_SEARCH',
+      'CAP_FOWNER',
+      'CAP_FSETID',
+      'CAP_NET_BIND_SERVICE',
+      'CAP_SYS_ADMIN',
+    ]);
+    assert.deepEqual(get('Service', 'NoNewPrivileges'), ['yes']);
+    assert.deepEqual(get('Service', 'LockPersonality'), ['yes']);
+    assert.deepEqual(get('Service', 'SystemCallArchitectures'), ['native']);
+    assert.deepEqual(get('Service', 'RestrictAddressFamilies'), ['AF_UNIX AF_INET AF_INET6 AF_NETLINK']);
+    const filter = get('Service', 'SystemCallFilter')?.join(' ') ?? '';
+    assert.ok(filter.startsWith('~'), 'a deny list: mount helpers need more than @system-service');
+    for (const set of ['@module', '@reboot', '@swap', '@raw-io', '@debug', '@clock'])
+      assert.ok(filter.includes(set), set);
+    assert.ok(!filter.includes('@mount'), 'mounting is the job');
+    for (const key of ['RestrictSUIDSGID', 'MemoryDenyWriteExecute', 'ProtectClock', 'DeviceAllow', 'UMask'])
+      assert.equal(unit.get('Service')!.has(key), false, `${key}= breaks podvol (see the unit's comment)`);
+  });
+
+  test('points at documentation that exists', () => {
+    const docs = get('Unit', 'Documentation')?.[0] ?? '';
+    assert.equal(docs, 'file:///opt/podvol/README.md');
+  });
+
   test('is enabled into multi-user.target', () => {
     assert.deepEqual(get('Install', 'WantedBy'), ['multi-user.target']);
   });

@@ -245,6 +245,47 @@ describe('bearer tokens: TokenReview then SubjectAccessReview', () => {
   });
 });
 
+describe('deploy/prometheus/rbac-prometheus.yaml', () => {
+  test("lets Prometheus' service account scrape /metrics and nothing else", async (t) => {
+    const { readFileSync } = await import('node:fs');
+    const { parseAllDocuments } = await import('yaml');
+    const api = await startTestApiServer();
+    t.after(() => api.close());
+    const text = readFileSync(
+      new URL('../../../deploy/prometheus/rbac-prometheus.yaml', import.meta.url),
+      'utf8',
+    );
+    const docs = parseAllDocuments(text).map((d) => d.toJS());
+    const binding = docs.find((d) => d.kind === 'ClusterRoleBinding');
+    const subject = binding.subjects[0] as { name: string; namespace: string };
+    for (const d of docs)
+      api.store.create(
+        d.kind === 'ClusterRole'
+          ? 'clusterroles.rbac.authorization.k8s.io'
+          : 'clusterrolebindings.rbac.authorization.k8s.io',
+        d,
+      );
+    api.store.create('serviceaccounts', { metadata: { name: subject.name, namespace: subject.namespace } });
+    api.store.create('serviceaccounts', { metadata: { name: 'someone', namespace: subject.namespace } });
+    const kc = new KubeConfig();
+    kc.loadFromFile(await api.kubeconfigPath(await tempDir(t)));
+    const { CoreV1Api } = await import('@kubernetes/client-node');
+    const tokenFor = async (name: string) =>
+      (
+        await kc.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
+          name,
+          namespace: subject.namespace,
+          body: { spec: { audiences: [], expirationSeconds: 3600 } },
+        })
+      ).status!.token;
+    const port = await startPort(t, { api, access: {} });
+    const prometheus = await tokenFor(subject.name);
+    assert.equal((await port.call('/metrics', { token: prometheus })).status, 200);
+    assert.equal((await port.call('/status', { token: prometheus })).status, 403);
+    assert.equal((await port.call('/metrics', { token: await tokenFor('someone') })).status, 403);
+  });
+});
+
 describe('TLS', () => {
   test('without --tls-cert-file a self-signed CA and certificate are generated into the root dir, and reused', async (t) => {
     const rootDir = await tempDir(t);
