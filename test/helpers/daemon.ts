@@ -2,9 +2,9 @@
 // gives tests its HTTP endpoints, its log lines and ways to stop or kill it.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { lstat, readFile } from 'node:fs/promises';
-import { request } from 'node:https';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { httpsRequest } from './https.ts';
 
 export const repoRoot = join(import.meta.dirname, '..', '..');
 
@@ -101,22 +101,8 @@ export async function startPodvol(args: {
   });
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   const url = `${args.secure ? 'https' : 'http'}://127.0.0.1:${port}`;
-  const getTls = async (path: string, token?: string) => {
-    const ca = await readFile(join(args.rootDir, 'pki', 'podvol.crt'), 'utf8');
-    return new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const headers = token ? { authorization: `Bearer ${token}` } : undefined;
-      const req = request(url + path, { ca, headers, agent: false }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => {
-          body += d;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      });
-      req.on('error', reject);
-      req.end();
-    });
-  };
+  const getTls = async (path: string, token?: string) =>
+    httpsRequest(url + path, { ca: await readFile(join(args.rootDir, 'pki', 'podvol.crt'), 'utf8'), token });
   const get = async (path: string, token?: string) => {
     if (args.secure) return getTls(path, token);
     const res = await fetch(url + path);

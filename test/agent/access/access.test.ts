@@ -4,7 +4,6 @@
 import assert from 'node:assert/strict';
 import { readFile, stat } from 'node:fs/promises';
 import type { Server } from 'node:http';
-import { request } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, type TestContext, test } from 'node:test';
@@ -19,6 +18,7 @@ import {
 } from '../../../src/agent/access/serving.ts';
 import { createHttpServer } from '../../../src/agent/http.ts';
 import { startTestApiServer, type TestApiServer } from '../../apiserver/server.ts';
+import { httpsRequest } from '../../helpers/https.ts';
 import { tempDir } from '../../helpers/mountns.ts';
 import { createTestCA, type Issued } from '../../helpers/pki.ts';
 
@@ -81,28 +81,12 @@ async function startPort(
     ca,
     rootDir,
     call: (path, c = {}) =>
-      new Promise((resolve, reject) => {
-        const req = request(
-          url + path,
-          {
-            method: c.method ?? 'GET',
-            ca,
-            cert: c.client?.cert,
-            key: c.client?.key,
-            headers: c.token !== undefined ? { authorization: `Bearer ${c.token}` } : {},
-            agent: false,
-          },
-          (res) => {
-            let body = '';
-            res.setEncoding('utf8');
-            res.on('data', (d: string) => {
-              body += d;
-            });
-            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-          },
-        );
-        req.on('error', reject);
-        req.end();
+      httpsRequest(url + path, {
+        ca,
+        method: c.method,
+        token: c.token,
+        cert: c.client?.cert,
+        key: c.client?.key,
       }),
   };
 }
@@ -369,19 +353,9 @@ describe('rotation', () => {
       return new Promise<void>((ok) => server.close(() => ok()));
     });
     const port = (server.address() as AddressInfo).port;
-    const get = (ca: string, client: Issued) =>
-      new Promise<number>((resolve, reject) => {
-        const req = request(
-          `https://127.0.0.1:${port}/status`,
-          { ca, cert: client.cert, key: client.key, agent: false },
-          (res) => {
-            res.resume();
-            res.on('end', () => resolve(res.statusCode ?? 0));
-          },
-        );
-        req.on('error', reject);
-        req.end();
-      });
+    const get = async (ca: string, client: Issued) =>
+      (await httpsRequest(`https://127.0.0.1:${port}/status`, { ca, cert: client.cert, key: client.key }))
+        .status;
     assert.equal(await get(first.cert, oldCA.client('a')), 200);
 
     const second = await generateSelfSigned('second', ['127.0.0.1']);
