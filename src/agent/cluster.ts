@@ -18,8 +18,6 @@ import type { PodSource } from './pods/types.ts';
 import { type ClaimLookup, claimNameOf } from './volumemanager/claims.ts';
 
 export interface Cluster {
-  /** The API configuration podvol connected with (also used to review HTTP callers). */
-  kubeConfig: KubeConfig;
   sources: PodSource[];
   backend: ClusterBackend;
   /** Reasons /readyz is not ready yet on the cluster side (CSIDriver informer, node). */
@@ -30,6 +28,7 @@ export interface Cluster {
   onObjectChange(listener: (kind: 'secret' | 'configmap', namespace: string, name: string) => void): void;
   /** PersistentVolumeClaims and their PersistentVolumes, watched while pods refer to them. */
   claims: ClaimLookup & { onChange(listener: () => void): () => void };
+  /** The API configuration podvol connected with (CSI, and reviews of HTTP callers). */
   kubeConfig: KubeConfig;
   stop(): Promise<void>;
 }
@@ -153,7 +152,6 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   const split = (key: string) => [key.slice(0, key.indexOf('/')), key.slice(key.indexOf('/') + 1)] as const;
 
   return {
-    kubeConfig,
     sources: [adaptApiSource(pods)],
     backend: {
       kubeClient: kubeConfig,
