@@ -5,6 +5,7 @@ import { reasonOf, type Spec } from '../../plugins/types.ts';
 import type { ActualStateOfWorld } from './actual-state.ts';
 import type { DesiredStateOfWorld } from './desired-state.ts';
 import type { OperationExecutor } from './operation-executor.ts';
+import type { VolumeUsage } from './volume-stats.ts';
 
 export type VolumeState = 'mounted' | 'pending' | 'failed' | 'unmounting';
 
@@ -22,6 +23,10 @@ export interface VolumeStatus {
   driver?: string;
   /** While SetUp runs, the step it is at (CSI: attaching, staging, publishing). */
   phase?: string;
+  /** emptyDir: bytes in use at the last measurement (at most once a minute, as kubelet's volume stats). */
+  usedBytes?: number;
+  /** emptyDir: its sizeLimit, as Quantity.String() prints it. */
+  sizeLimit?: string;
 }
 
 export interface PodStatus {
@@ -45,6 +50,7 @@ export function buildStatus(
   executor: OperationExecutor,
   podErrors: Map<string, string>,
   phaseOf: (podUID: string, innerName: string, pluginName: string) => string | undefined = () => undefined,
+  usage: (key: string) => VolumeUsage | undefined = () => undefined,
 ): PodStatus[] {
   const out: PodStatus[] = [];
   for (const p of dsw.pods()) {
@@ -52,6 +58,7 @@ export function buildStatus(
     for (const d of p.volumes.values()) {
       const v = asw.get(d.key);
       const op = executor.state(d.key);
+      const u = v?.state === 'mounted' ? usage(d.key) : undefined;
       const base = {
         name: d.volumeName,
         plugin: d.pluginName ?? '',
@@ -60,6 +67,8 @@ export function buildStatus(
         since: new Date(d.since).toISOString(),
         ...csiDriverOf(d.spec),
         ...phaseField(op?.pending ? phaseOf(d.podUID, d.innerName, d.pluginName ?? '') : undefined),
+        ...(u ? { usedBytes: u.usedBytes } : {}),
+        ...(u?.sizeLimit ? { sizeLimit: u.sizeLimit } : {}),
       };
       if (d.problem) {
         volumes.push({ ...base, state: 'failed', reason: d.problem.reason, message: d.problem.message });
@@ -72,6 +81,9 @@ export function buildStatus(
           reason: reasonOf(op.lastError, fallback),
           message: op.lastError.message,
         });
+      } else if (v?.state === 'mounted' && u?.exceeded) {
+        // kubelet would evict the pod; the volume stays mounted and says why.
+        volumes.push({ ...base, state: 'mounted', reason: 'SizeLimitExceeded', message: u.exceeded });
       } else if (v?.state === 'mounted') {
         volumes.push({ ...base, state: 'mounted', reason: '', message: '' });
       } else {

@@ -18,6 +18,7 @@ import { DesiredStateOfWorldPopulator } from './populator.ts';
 import { mountVolumes, unmountVolumes } from './reconciler.ts';
 import { reconstructVolumes } from './reconstruction.ts';
 import { buildStatus, type PodStatus } from './status.ts';
+import { EmptyDirStats } from './volume-stats.ts';
 
 export interface VolumeManagerOptions {
   rootDir: string;
@@ -41,6 +42,8 @@ export interface VolumeManagerOptions {
   housekeeping?: () => Promise<void>;
   /** The step a running SetUp is at, for /status (the CSI plugin's attaching, staging, publishing). */
   phaseOf?: (podUID: string, innerName: string, pluginName: string) => string | undefined;
+  /** How often emptyDir usage is measured (kubelet's volume stats period, 1 min). */
+  volumeStatsPeriodMs?: number;
 }
 
 const noMetrics: VolumeManagerMetrics = {
@@ -54,8 +57,14 @@ export class VolumeManager {
   readonly dsw = new DesiredStateOfWorld();
   readonly asw = new ActualStateOfWorld();
   readonly executor: OperationExecutor;
-  readonly #o: Required<Omit<VolumeManagerOptions, 'metrics' | 'claims' | 'housekeeping' | 'phaseOf'>> &
-    Pick<VolumeManagerOptions, 'claims' | 'housekeeping' | 'phaseOf'> & { metrics: VolumeManagerMetrics };
+  readonly #o: Required<
+    Omit<VolumeManagerOptions, 'metrics' | 'claims' | 'housekeeping' | 'phaseOf' | 'volumeStatsPeriodMs'>
+  > &
+    Pick<VolumeManagerOptions, 'claims' | 'housekeeping' | 'phaseOf' | 'volumeStatsPeriodMs'> & {
+      metrics: VolumeManagerMetrics;
+    };
+  /** emptyDir usage against sizeLimit. */
+  readonly stats: EmptyDirStats;
   readonly #ctx: VolumeManagerContext;
   readonly #populator: DesiredStateOfWorldPopulator;
   #timer: NodeJS.Timeout | undefined;
@@ -91,6 +100,7 @@ export class VolumeManager {
       asw: this.asw,
       executor: this.executor,
     };
+    this.stats = new EmptyDirStats(this.#ctx, { periodMs: this.#o.volumeStatsPeriodMs, now: this.#o.now });
     this.#populator = new DesiredStateOfWorldPopulator(this.#ctx, {
       pods: this.#o.pods,
       resyncPeriodMs: this.#o.resyncPeriodMs,
@@ -116,6 +126,7 @@ export class VolumeManager {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.executor.drain();
+    await this.stats.settle();
   }
 
   /** The pod sources changed; the next pass re-reads them. */
@@ -143,7 +154,9 @@ export class VolumeManager {
   }
 
   status(): PodStatus[] {
-    return buildStatus(this.dsw, this.asw, this.executor, this.#housekeepingErrors, this.#o.phaseOf);
+    return buildStatus(this.dsw, this.asw, this.executor, this.#housekeepingErrors, this.#o.phaseOf, (key) =>
+      this.stats.get(key),
+    );
   }
 
   async reconstruct(): Promise<void> {
@@ -163,6 +176,7 @@ export class VolumeManager {
       if (ready) this.#populated = true;
       if (ready) unmountVolumes(this.#ctx);
       mountVolumes(this.#ctx);
+      this.stats.tick();
       if (ready && this.#o.now() - this.#lastHousekeeping >= this.#o.housekeepingPeriodMs) {
         this.#lastHousekeeping = this.#o.now();
         await cleanupOrphanedPodDirs(this.#ctx, this.#housekeepingErrors);

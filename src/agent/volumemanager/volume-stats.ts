@@ -1,0 +1,120 @@
+// emptyDir usage, as kubelet's volume stats provider measures it for eviction
+// (du over the volume, at most once per volume stats period, 1 min by default):
+// the used bytes of every mounted emptyDir and, when a volume exceeds its
+// sizeLimit, a Warning Event and reason SizeLimitExceeded in /status. kubelet
+// evicts such a pod; podvol runs no containers, so it reports.
+import { emptyDirPluginName } from '../../plugins/emptydir.ts';
+import { diskUsage } from '../../plugins/util/disk-usage.ts';
+import { formatQuantity, parseQuantity } from '../../plugins/util/quantity.ts';
+import type { VolumeManagerContext } from './context.ts';
+
+/** kubelet's --volume-stats-agg-period default. */
+export const VOLUME_STATS_PERIOD_MS = 60_000;
+
+export const SizeLimitExceeded = 'SizeLimitExceeded';
+
+export interface VolumeUsage {
+  usedBytes: number;
+  /** The emptyDir's sizeLimit as Quantity.String() prints it, when it has one. */
+  sizeLimit?: string;
+  /** Set while the volume uses more than its sizeLimit: kubelet's eviction message. */
+  exceeded?: string;
+  measuredAt: number;
+}
+
+function limitOf(sizeLimit: unknown): { bytes: bigint; text: string } | undefined {
+  if (sizeLimit === undefined || sizeLimit === null) return undefined;
+  try {
+    const q = parseQuantity(String(sizeLimit));
+    const bytes = (q.nanos + 999_999_999n) / 1_000_000_000n;
+    return bytes > 0n ? { bytes, text: formatQuantity(q) } : undefined;
+  } catch {
+    // Beyond int64 bytes: no volume can exceed it.
+    return undefined;
+  }
+}
+
+export class EmptyDirStats {
+  readonly #ctx: VolumeManagerContext;
+  readonly #periodMs: number;
+  readonly #now: () => number;
+  readonly #usage = new Map<string, VolumeUsage>();
+  #last = Number.NEGATIVE_INFINITY;
+  #running: Promise<void> | undefined;
+
+  constructor(ctx: VolumeManagerContext, opts: { periodMs?: number; now?: () => number } = {}) {
+    this.#ctx = ctx;
+    this.#periodMs = opts.periodMs ?? VOLUME_STATS_PERIOD_MS;
+    this.#now = opts.now ?? Date.now;
+  }
+
+  get(key: string): VolumeUsage | undefined {
+    return this.#usage.get(key);
+  }
+
+  /**
+   * Starts a measurement when the period is over (every mounted emptyDir) or
+   * when a volume was mounted since the last one (just that volume, so a new
+   * volume shows its usage without waiting a minute). Never two at once;
+   * the reconciler does not wait for it.
+   */
+  tick(): void {
+    if (this.#running) return;
+    const due = this.#now() - this.#last >= this.#periodMs;
+    const unmeasured = this.#mounted().filter((v) => !this.#usage.has(v.key));
+    if (!due && unmeasured.length === 0) return;
+    if (due) this.#last = this.#now();
+    this.#running = this.measure(due ? undefined : new Set(unmeasured.map((v) => v.key))).finally(() => {
+      this.#running = undefined;
+    });
+  }
+
+  #mounted() {
+    return this.#ctx.asw.all().filter((v) => v.pluginName === emptyDirPluginName && v.state === 'mounted');
+  }
+
+  /** Measures every mounted emptyDir now, or only those in `only` (tests call it directly). */
+  async measure(only?: Set<string>): Promise<void> {
+    const { dsw, host, logger } = this.#ctx;
+    const seen = new Set<string>();
+    for (const v of this.#mounted()) {
+      seen.add(v.key);
+      if (only && !only.has(v.key)) continue;
+      const desired = dsw.volume(v.key);
+      const pod = dsw.pod(v.podUID)?.pod;
+      if (!desired || !pod) continue;
+      let usedBytes: number;
+      try {
+        usedBytes = Number((await diskUsage(v.path)).bytes);
+      } catch (err) {
+        logger.warn(
+          { podUID: v.podUID, volume: v.volumeName, err: (err as Error).message },
+          'volume usage not measured',
+        );
+        continue;
+      }
+      const limit = limitOf(desired.spec?.volume?.emptyDir?.sizeLimit);
+      const prev = this.#usage.get(v.key);
+      const over = limit !== undefined && BigInt(usedBytes) > limit.bytes;
+      const exceeded = over
+        ? `Usage of EmptyDir volume ${JSON.stringify(v.volumeName)} exceeds the limit ${JSON.stringify(limit.text)}.`
+        : undefined;
+      if (exceeded && !prev?.exceeded) {
+        logger.warn({ podUID: v.podUID, volume: v.volumeName, usedBytes, sizeLimit: limit?.text }, exceeded);
+        host.getEventRecorder().eventf(pod, 'Warning', SizeLimitExceeded, exceeded);
+      }
+      this.#usage.set(v.key, {
+        usedBytes,
+        ...(limit ? { sizeLimit: limit.text } : {}),
+        ...(exceeded ? { exceeded } : {}),
+        measuredAt: this.#now(),
+      });
+    }
+    for (const key of this.#usage.keys()) if (!seen.has(key)) this.#usage.delete(key);
+  }
+
+  /** Waits for a measurement in progress (tests, shutdown). */
+  async settle(): Promise<void> {
+    await this.#running;
+  }
+}
