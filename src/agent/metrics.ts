@@ -90,6 +90,16 @@ export function createMetrics(src: MetricsSources): Metrics {
     help: 'The number of volumes that failed reconstruction from the operating system during kubelet startup.',
     registers,
   });
+  const forceCleaned = new client.Counter({
+    name: 'force_cleaned_failed_volume_operations_total',
+    help: 'The number of volumes that were force cleaned after their reconstruction failed during kubelet startup. This includes both successful and failed cleanups.',
+    registers,
+  });
+  const forceCleanErrors = new client.Counter({
+    name: 'force_cleaned_failed_volume_operation_errors_total',
+    help: 'The number of volumes that failed force cleanup after their reconstruction failed during kubelet startup.',
+    registers,
+  });
   const reconcileDuration = new client.Histogram({
     name: 'podvol_reconcile_duration_seconds',
     help: 'Duration of one reconciler pass',
@@ -220,6 +230,10 @@ export function createMetrics(src: MetricsSources): Metrics {
     reconstructed(ok) {
       reconstructTotal.inc();
       if (!ok) reconstructErrors.inc();
+    },
+    forceCleaned(ok) {
+      forceCleaned.inc();
+      if (!ok) forceCleanErrors.inc();
     },
   };
 }

@@ -15,6 +15,8 @@ export interface VolumeManagerMetrics {
   operationError(operation: string, reason: string): void;
   reconcile(seconds: number): void;
   reconstructed(ok: boolean): void;
+  /** A volume that failed reconstruction was force-cleaned (ok) or could not be. */
+  forceCleaned?(ok: boolean): void;
 }
 
 export interface VolumeManagerContext {

@@ -8,15 +8,70 @@ import type { VolumeManagerContext } from './context.ts';
 import { volumeKey } from './desired-state.ts';
 import { findRecordByInnerName } from './records.ts';
 
-/** kubelet's reconstructVolumes: every volume directory on disk becomes an uncertain ASW entry. */
-export async function reconstructVolumes(ctx: VolumeManagerContext): Promise<void> {
+/** A volume directory found at start-up that could not be reconstructed (kubelet's volumesFailedReconstruction). */
+export interface FailedReconstruction {
+  podUID: string;
+  pluginName: string;
+  innerName: string;
+  dir: string;
+}
+
+/**
+ * kubelet's reconstructVolumes: every volume directory on disk becomes an
+ * uncertain ASW entry. Returns the ones that could not be, for cleanOrphanVolumes.
+ */
+export async function reconstructVolumes(ctx: VolumeManagerContext): Promise<FailedReconstruction[]> {
   const root = ctx.rootDir;
+  const failed: FailedReconstruction[] = [];
   for (const uid of await readdirOrEmpty(podsDir(root))) {
     for (const escaped of await readdirOrEmpty(podVolumesDir(root, uid))) {
       const pluginName = unescapeQualifiedName(escaped);
       for (const volumeName of await readdirOrEmpty(`${podVolumesDir(root, uid)}/${escaped}`)) {
-        await reconstructVolume(ctx, uid, pluginName, volumeName);
+        if (!(await reconstructVolume(ctx, uid, pluginName, volumeName))) {
+          const dir = `${podVolumesDir(root, uid)}/${escaped}/${volumeName}`;
+          failed.push({ podUID: uid, pluginName, innerName: volumeName, dir });
+        }
       }
+    }
+  }
+  return failed;
+}
+
+/**
+ * kubelet's cleanOrphanVolumes, run once the desired state is complete: a volume
+ * that failed reconstruction and that no pod wants is force-cleaned (counted in
+ * force_cleaned_failed_volume_operations_total). kubelet hands it to the plugin's
+ * TearDown, which fails when the plugin is unknown (the usual cause); podvol
+ * unmounts whatever is mounted at the directory and removes it (mount-utils'
+ * CleanupMountPoint), so it is not leaked. Failures are counted in
+ * force_cleaned_failed_volume_operation_errors_total and left for orphan cleanup.
+ */
+export async function cleanOrphanVolumes(
+  ctx: VolumeManagerContext,
+  failed: FailedReconstruction[],
+): Promise<void> {
+  for (const f of failed) {
+    const desired = ctx.dsw.pod(f.podUID);
+    if (
+      desired &&
+      [...desired.volumes.values()].some((d) => d.volumeName === f.innerName || d.path?.startsWith(f.dir))
+    ) {
+      // Some pod needs the volume: SetUp will run and reconstruct it.
+      continue;
+    }
+    ctx.logger.info(
+      { podUID: f.podUID, volume: f.innerName, plugin: f.pluginName },
+      'Cleaning up mounts for volume that could not be reconstructed',
+    );
+    try {
+      await ctx.mounter.cleanupMountPoint(f.dir, true);
+      ctx.metrics.forceCleaned?.(true);
+    } catch (err) {
+      ctx.metrics.forceCleaned?.(false);
+      ctx.logger.error(
+        { podUID: f.podUID, volume: f.innerName, plugin: f.pluginName, err: (err as Error).message },
+        'force cleanup of a volume that could not be reconstructed failed',
+      );
     }
   }
 }
@@ -31,13 +86,13 @@ export async function reconstructVolume(
   uid: string,
   pluginName: string,
   innerName: string,
-): Promise<void> {
+): Promise<boolean> {
   try {
     const plugin = ctx.pluginMgr.findPluginByName(pluginName);
     const record = await findRecordByInnerName(ctx.rootDir, uid, pluginName, innerName);
     const volumeName = record?.volumeName ?? innerName;
     const key = volumeKey(uid, volumeName);
-    if (ctx.asw.get(key)) return;
+    if (ctx.asw.get(key)) return true;
     const dir = `${podVolumesDir(ctx.rootDir, uid)}/${plugin.name.replaceAll('/', '~')}/${innerName}`;
     const spec = record
       ? { volume: record.volume, persistentVolume: record.persistentVolume, readOnly: record.readOnly }
@@ -67,6 +122,7 @@ export async function reconstructVolume(
       { podUID: uid, volume: volumeName, plugin: pluginName, record: Boolean(record) },
       'reconstructed volume',
     );
+    return true;
   } catch (err) {
     ctx.metrics.reconstructed(false);
     ctx.metrics.operationError('reconstruct', reasonOf(err, 'ReconstructFailed'));
@@ -74,6 +130,7 @@ export async function reconstructVolume(
       { podUID: uid, volume: innerName, plugin: pluginName, err: (err as Error).message },
       'could not reconstruct volume',
     );
+    return false;
   }
 }
 

@@ -16,7 +16,7 @@ import { OperationExecutor } from './operation-executor.ts';
 import { cleanupOrphanedPodDirs } from './orphan-cleanup.ts';
 import { DesiredStateOfWorldPopulator } from './populator.ts';
 import { mountVolumes, unmountVolumes } from './reconciler.ts';
-import { reconstructVolumes } from './reconstruction.ts';
+import { cleanOrphanVolumes, type FailedReconstruction, reconstructVolumes } from './reconstruction.ts';
 import { buildStatus, type PodStatus } from './status.ts';
 import { EmptyDirStats } from './volume-stats.ts';
 
@@ -74,6 +74,8 @@ export class VolumeManager {
   #lastHousekeeping = 0;
   #lastTick = 0;
   readonly #housekeepingErrors = new Map<string, string>();
+  /** Volumes that failed reconstruction, cleaned once the desired state is complete (one shot, as kubelet). */
+  #failedReconstruction: FailedReconstruction[] = [];
 
   constructor(opts: VolumeManagerOptions) {
     this.#o = {
@@ -160,7 +162,7 @@ export class VolumeManager {
   }
 
   async reconstruct(): Promise<void> {
-    await reconstructVolumes(this.#ctx);
+    this.#failedReconstruction = await reconstructVolumes(this.#ctx);
     this.#reconstructed = true;
   }
 
@@ -175,6 +177,11 @@ export class VolumeManager {
       const ready = this.#o.sourcesReady();
       if (ready) this.#populated = true;
       if (ready) unmountVolumes(this.#ctx);
+      if (ready && this.#failedReconstruction.length > 0) {
+        const failed = this.#failedReconstruction;
+        this.#failedReconstruction = [];
+        await cleanOrphanVolumes(this.#ctx, failed);
+      }
       mountVolumes(this.#ctx);
       this.stats.tick();
       if (ready && this.#o.now() - this.#lastHousekeeping >= this.#o.housekeepingPeriodMs) {

@@ -1,0 +1,61 @@
+// kubelet's cleanOrphanVolumes: a volume directory found at start-up that cannot
+// be reconstructed (its plugin is unknown) and that no pod wants is force-cleaned
+// once the pod sources have synced, and counted as kubelet counts it.
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { pino } from 'pino';
+import { createMetrics } from '../../../src/agent/metrics.ts';
+import { VolumeManager } from '../../../src/agent/volumemanager/volume-manager.ts';
+import { FakeMounter } from '../../../src/mount/fake.ts';
+import { probeVolumePlugins } from '../../../src/plugins/index.ts';
+import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
+import { createVolumeHost } from '../../../src/volumehost/host.ts';
+
+test('a volume that failed reconstruction is force-cleaned once sources are ready, and counted', async (t) => {
+  const root = await mkdtemp(join(tmpdir(), 'podvol-force-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const orphan = join(root, 'pods/gone-1/volumes/example.com~retired/data');
+  await mkdir(orphan, { recursive: true });
+  const mounter = new FakeMounter();
+  const pluginMgr = new VolumePluginMgr();
+  const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
+  pluginMgr.initPlugins(probeVolumePlugins(), host);
+  const metrics = createMetrics({
+    version: 't',
+    volumeCounts: () => [],
+    volumeStates: () => [],
+    podSources: () => [],
+  });
+  let ready = false;
+  const vm = new VolumeManager({
+    rootDir: root,
+    host,
+    pluginMgr,
+    mounter,
+    metrics,
+    logger: pino({ level: 'silent' }),
+    pods: () => [],
+    sourcesReady: () => ready,
+  });
+  await vm.reconstruct();
+  const counter = async (name: string) =>
+    (await metrics.registry.getSingleMetric(name)?.get())?.values[0]?.value ?? 0;
+  assert.equal(await counter('reconstruct_volume_operations_errors_total'), 1);
+
+  await vm.reconcileOnce();
+  assert.equal(mounter.callsOf('cleanupMountPoint').length, 0, 'nothing before the sources have synced');
+  ready = true;
+  await vm.reconcileOnce();
+  await vm.reconcileOnce();
+  assert.deepEqual(
+    mounter.callsOf('cleanupMountPoint').map((c) => c.path),
+    [orphan],
+    'cleaned once (one shot, as kubelet)',
+  );
+  assert.equal(await counter('force_cleaned_failed_volume_operations_total'), 1);
+  assert.equal(await counter('force_cleaned_failed_volume_operation_errors_total'), 0);
+  await assert.rejects(stat(orphan), 'the directory is gone');
+});
