@@ -111,9 +111,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
 
   let vm: VolumeManager;
   // kubelet_volume_stats_*: refreshed in the background every sync period, served from this cache.
-  let volumeStats: NonNullable<Parameters<typeof createMetrics>[0]['volumeStats']> extends () => infer R
-    ? R
-    : never = [];
+  let volumeStats: VolumeStatsSample[] = [];
   let statsRunning = false;
   const refreshVolumeStats = async () => {
     if (statsRunning) return;

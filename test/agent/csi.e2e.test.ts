@@ -582,6 +582,20 @@ csiTest('claims that cannot be used get kubelet reasons; a claim bound later mou
   const mism = await reasonOf('mismatch', 'PersistentVolumeClaimMismatch');
   assert.match(mism.message, new RegExp(`does not point to claim.UID \\(${other.metadata?.uid}\\)`));
   assert.deepEqual(await mountsBelow(join(c.root, 'pods')), [], 'nothing mounted for unusable claims');
+  // kubelet's FailedMount Event on the pod whose claim is pending.
+  const event = await waitFor('FailedMount event', () =>
+    c.api.store
+      .list('events', 'default')
+      .find(
+        (e) =>
+          (e as unknown as { reason: string; involvedObject: { name: string } }).reason === 'FailedMount' &&
+          (e as unknown as { involvedObject: { name: string } }).involvedObject.name === 'waiting',
+      ),
+  );
+  assert.equal(
+    (event as unknown as { message: string }).message,
+    'Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data], failed to process volumes=[data]: error processing PVC default/pending: PVC default/pending has non-bound phase ("Pending") or empty pvc.Spec.VolumeName ("")',
+  );
 
   // The pending claim gets bound: the pod's volume mounts without the pod changing.
   const pvc = s.mustGet('persistentvolumeclaims', 'default', 'pending');

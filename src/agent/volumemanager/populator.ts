@@ -21,6 +21,8 @@ export class DesiredStateOfWorldPopulator {
   readonly #o: PopulatorOptions;
   #podsDirty = true;
   #lastResync = 0;
+  /** The last claim-problem Event message per pod, so each message is posted once. */
+  readonly #claimEvents = new Map<string, string>();
 
   constructor(ctx: VolumeManagerContext, opts: PopulatorOptions) {
     this.#ctx = ctx;
@@ -37,6 +39,42 @@ export class DesiredStateOfWorldPopulator {
     for (const v of this.#ctx.asw.all()) if (predicate(v)) v.remountRequired = true;
   }
 
+  /**
+   * A pod whose claims cannot be processed gets kubelet's Warning FailedMount
+   * ("Unable to attach or mount volumes: unmounted volumes=[...], unattached
+   * volumes=[...], failed to process volumes=[...]: error processing PVC ...").
+   */
+  #reportClaimProblems(): void {
+    const { dsw, asw, host } = this.#ctx;
+    const seen = new Set<string>();
+    for (const p of dsw.pods()) {
+      seen.add(p.uid);
+      const vols = [...p.volumes.values()];
+      // Not while the first list of a claim or volume is still on its way: kubelet would have done a GET.
+      const failed = vols.filter(
+        (v) =>
+          v.waitsForClaim &&
+          v.problem &&
+          v.problem.reason !== 'ClaimLookupPending' &&
+          v.problem.reason !== 'VolumeLookupPending',
+      );
+      if (failed.length === 0) {
+        this.#claimEvents.delete(p.uid);
+        continue;
+      }
+      const notMounted = vols
+        .filter((v) => asw.get(v.key)?.state !== 'mounted')
+        .map((v) => v.volumeName)
+        .sort();
+      const names = failed.map((v) => v.volumeName).sort();
+      const message = `Unable to attach or mount volumes: unmounted volumes=[${notMounted.join(' ')}], unattached volumes=[${notMounted.join(' ')}], failed to process volumes=[${names.join(' ')}]: ${failed.map((v) => v.problem?.message).join(', ')}`;
+      if (this.#claimEvents.get(p.uid) === message) continue;
+      this.#claimEvents.set(p.uid, message);
+      host.getEventRecorder().eventf(p.pod, 'Warning', 'FailedMount', message);
+    }
+    for (const uid of this.#claimEvents.keys()) if (!seen.has(uid)) this.#claimEvents.delete(uid);
+  }
+
   /** One populator pass, run at the start of every reconciler pass. */
   populate(): void {
     const { dsw, asw, pluginMgr, host } = this.#ctx;
@@ -46,6 +84,7 @@ export class DesiredStateOfWorldPopulator {
       for (const uid of changed) {
         asw.markRemountRequired(uid, (v) => dsw.volume(v.key)?.requiresRemount ?? false);
       }
+      this.#reportClaimProblems();
     }
     if (this.#o.now() - this.#lastResync >= this.#o.resyncPeriodMs) {
       this.#lastResync = this.#o.now();
