@@ -776,7 +776,112 @@ csiTest(
   },
 );
 
-/** DEBUG-ONLY: CSI_ONLY=<substring> runs just the matching scenarios. */
+csiTest(
+  'generic ephemeral volumes use the pod-owned claim <pod>-<volume>; hostile handles and driver names stay inside podvol dirs',
+  async (t) => {
+    const c = await csiCluster(t);
+    const s = c.api.store;
+    const ephVolume = {
+      name: 'scratch',
+      ephemeral: {
+        volumeClaimTemplate: {
+          spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+        },
+      },
+    };
+    const pod = s.create('pods', {
+      metadata: { name: 'gen', namespace: 'default' },
+      spec: {
+        nodeName: 'testnode',
+        containers: [{ name: 'app', image: 'busybox', volumeMounts: [{ name: 'scratch', mountPath: '/s' }] }],
+        volumes: [ephVolume],
+      },
+      status: { phase: 'Running' },
+    });
+    const owned = s.create('persistentvolumeclaims', {
+      metadata: {
+        name: 'gen-scratch',
+        namespace: 'default',
+        ownerReferences: [
+          { apiVersion: 'v1', kind: 'Pod', name: 'gen', uid: pod.metadata?.uid, controller: true },
+        ],
+      },
+      spec: { accessModes: ['ReadWriteOnce'], volumeName: 'pv-gen' },
+      status: { phase: 'Bound' },
+    });
+    // A handle full of path characters: it only ever appears hashed in a path.
+    const hostile = '../../../../etc/evil/..';
+    s.create('persistentvolumes', {
+      metadata: { name: 'pv-gen' },
+      spec: {
+        accessModes: ['ReadWriteOnce'],
+        claimRef: { namespace: 'default', name: 'gen-scratch', uid: owned.metadata?.uid },
+        csi: { driver: DRIVER, volumeHandle: hostile },
+      },
+    });
+    // Same shape, but the claim belongs to someone else.
+    s.create('pods', {
+      metadata: { name: 'thief', namespace: 'default' },
+      spec: {
+        nodeName: 'testnode',
+        containers: [{ name: 'app', image: 'busybox', volumeMounts: [{ name: 'scratch', mountPath: '/s' }] }],
+        volumes: [ephVolume],
+      },
+      status: { phase: 'Running' },
+    });
+    s.create('persistentvolumeclaims', {
+      metadata: { name: 'thief-scratch', namespace: 'default' },
+      spec: { accessModes: ['ReadWriteOnce'], volumeName: 'pv-gen' },
+      status: { phase: 'Bound' },
+    });
+    // A driver name that is a path.
+    const badClaim = s.create('persistentvolumeclaims', {
+      metadata: { name: 'bad', namespace: 'default' },
+      spec: { accessModes: ['ReadWriteOnce'], volumeName: 'pv-bad' },
+      status: { phase: 'Bound' },
+    });
+    s.create('persistentvolumes', {
+      metadata: { name: 'pv-bad' },
+      spec: {
+        accessModes: ['ReadWriteOnce'],
+        claimRef: { namespace: 'default', name: 'bad', uid: badClaim.metadata?.uid },
+        csi: { driver: '../../../tmp', volumeHandle: 'h' },
+      },
+    });
+    claimPod(c, 'badpod', 'bad');
+
+    const p = await c.start();
+    const v = await mounted(p, 'gen', 'scratch');
+    assert.equal(
+      v.path,
+      join(c.root, 'pods', pod.metadata?.uid as string, 'volumes', 'kubernetes.io~csi', 'pv-gen', 'mount'),
+    );
+    const staged = c.calls().find((x) => x.method === 'NodeStageVolume' && x.code === 0);
+    assert.equal(staged?.request.volume_id, hostile);
+    assert.equal(
+      staged?.request.staging_target_path,
+      join(c.root, 'plugins', 'kubernetes.io', 'csi', DRIVER, sha256Hex(hostile), 'globalmount'),
+    );
+    const thief = await waitFor('not owned', async () => {
+      const x = await volumeOf(p, 'thief', 'scratch');
+      return x?.reason === 'ClaimNotOwnedByPod' ? x : undefined;
+    });
+    assert.equal(
+      thief.message,
+      'error processing PVC default/thief-scratch: PVC default/thief-scratch was not created for pod default/thief (pod is not owner)',
+    );
+    const bad = await waitFor('bad driver name', async () => {
+      const x = await volumeOf(p, 'badpod');
+      return x?.reason === 'InvalidDriverName' ? x : undefined;
+    });
+    assert.match(bad.message, /is not a valid driver name/);
+    // Every mount is under podvol's root.
+    const outside = (await mountsBelow('/')).filter((m) => m.mountPoint.includes('evil'));
+    assert.deepEqual(outside, []);
+  },
+);
+
+/** For debugging: CSI_ONLY="a|b" runs only the scenarios whose names contain a or b (CI leaves it unset). */
 function csiTest(name: string, fn: (t: TestContext) => Promise<void>): void {
   const only = process.env.CSI_ONLY;
   if (!only || only.split('|').some((x) => name.includes(x))) mountTest(name, fn);
