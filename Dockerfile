@@ -27,9 +27,16 @@ FROM ${NODE_IMAGE} AS runtime
 # util-linux mount/umount (the "mount" package), not busybox: podvol passes
 # util-linux options such as --no-canonicalize. tini is PID 1 so SIGTERM
 # reaches podvol and the mount helpers it forks are reaped.
+# The package managers of the base image are not needed at run time (the
+# modules come from the build stage): npm, npx, corepack and yarn go, so a
+# compromised agent cannot fetch and run code with them. podvol runs as root,
+# so no setuid or setgid bit is needed either: they are cleared.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends mount tini ca-certificates \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/* \
+ && rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack /opt/yarn-v* \
+    /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg \
+ && find / -xdev -type f -perm /6000 -exec chmod a-s {} +
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=build /app/package.json /app/package-lock.json ./

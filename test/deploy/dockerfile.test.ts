@@ -62,6 +62,13 @@ describe('Dockerfile', () => {
     }
   });
 
+  test('the runtime image drops the package managers and every setuid/setgid bit', () => {
+    const cmds = runs(runtime).join('\n');
+    for (const path of ['/usr/local/lib/node_modules/npm', '/usr/local/bin/npx', '/usr/local/bin/corepack'])
+      assert.ok(cmds.includes(path), `removes ${path}`);
+    assert.match(cmds, /find \/ -xdev -type f -perm \/6000 -exec chmod a-s/);
+  });
+
   test('tini is PID 1 and runs `podvol run` in exec form, without a shell or npm', () => {
     const [entrypoint, ...more] = instructions(runtime, 'ENTRYPOINT');
     assert.equal(more.length, 0);
