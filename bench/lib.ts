@@ -1,0 +1,302 @@
+// What every bench shares: sizes from arguments/env (full by default, small
+// with --smoke), the private mount namespace, a temp root that is left empty,
+// a podvol child process whose log lines are read as they come (so an
+// operation's end is timed without polling /status), and the printing of
+// figures with their ratio against a baseline measured in the same run.
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export const repoRoot = join(import.meta.dirname, '..');
+
+/** --smoke (or BENCH_SMOKE=1): a small size that only shows the bench still works; CI runs it. */
+export const smoke = process.argv.includes('--smoke') || process.env.BENCH_SMOKE === '1';
+
+/**
+ * A size: `--name=N` on the command line, else env BENCH_<NAME> (upper case,
+ * dashes as underscores), else `full`, or `small` under --smoke.
+ */
+export function size(name: string, full: number, small: number): number {
+  const flag = process.argv.find((a) => a.startsWith(`--${name}=`));
+  const env = process.env[`BENCH_${name.toUpperCase().replaceAll('-', '_')}`];
+  const raw = flag ? flag.slice(name.length + 3) : env;
+  if (raw === undefined || raw === '') return smoke ? small : full;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name}: want a positive number, got "${raw}"`);
+  return n;
+}
+
+/**
+ * Benches that mount run inside a private mount namespace: re-executes this
+ * script under `unshare --mount --propagation private` unless already inside
+ * one (npm test's, or a previous re-exec). Without root there is nothing to
+ * measure: it says so and exits 0, or 1 under CI=true.
+ */
+export function ensureMountNamespace(): void {
+  if (process.env.PODVOL_MOUNTNS === '1') return;
+  if (process.getuid?.() !== 0) {
+    console.log(`# ${process.argv[1]}: needs root to mount; skipped`);
+    process.exit(process.env.CI === 'true' ? 1 : 0);
+  }
+  const r = spawnSync(
+    'unshare',
+    ['--mount', '--propagation', 'private', '--', process.execPath, ...process.argv.slice(1)],
+    { stdio: 'inherit', env: { ...process.env, PODVOL_MOUNTNS: '1' } },
+  );
+  process.exit(r.status ?? 1);
+}
+
+/** Mount points at or below `dir`, deepest first. */
+export function mountsBelow(dir: string): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split(' ')[4].replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(Number.parseInt(o, 8))))
+    .filter((m) => m === dir || m.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+}
+
+/** Mount ids below `dir` (to show a restart left the mount table as it was). */
+export function mountIdsBelow(dir: string): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .filter((l) => l.split(' ')[4]?.startsWith(`${dir}/`))
+    .map((l) => l.split(' ')[0])
+    .sort();
+}
+
+/** A temp directory; `cleanup()` unmounts anything left below it, removes it, and says whether something was left. */
+export function tempRoot(prefix: string): { dir: string; cleanup(): void } {
+  const dir = mkdtempSync(join(tmpdir(), `podvol-bench-${prefix}-`));
+  return {
+    dir,
+    cleanup() {
+      const left = mountsBelow(dir);
+      for (const m of left) spawnSync('umount', ['-l', m], { stdio: 'ignore', timeout: 30_000 });
+      if (left.length > 0) console.log(`# cleanup: ${left.length} mounts were left below ${dir}`);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export type LogLine = { msg?: string; pod?: string; volume?: string; [k: string]: unknown };
+
+export interface Podvol {
+  proc: ChildProcess;
+  url: string;
+  /** performance.now() when the process was spawned. */
+  spawnedAt: number;
+  /** Calls `fn` for every JSON log line as it arrives (with the time it arrived). */
+  onLine(fn: (line: LogLine, at: number) => void): () => void;
+  /** Log lines so far whose msg is `msg`. */
+  count(msg: string): number;
+  get(path: string): Promise<number>;
+  /** Polls `path` every `everyMs` until it answers 200; returns performance.now() of that answer. */
+  until200(path: string, everyMs?: number, timeoutMs?: number): Promise<number>;
+  /** VmRSS and VmHWM of the process, in MiB. */
+  memory(): { rss: number; hwm: number };
+  stop(): Promise<void>;
+}
+
+/** `podvol run` as a child process, with its JSON log lines read as they come. */
+export async function startPodvol(o: {
+  rootDir: string;
+  manifests?: string;
+  kubeconfig?: string;
+  nodeName?: string;
+  extra?: string[];
+}): Promise<Podvol> {
+  const port = await freePort();
+  const argv = [
+    join(repoRoot, 'bin', 'podvol.js'),
+    'run',
+    '--root-dir',
+    o.rootDir,
+    '--listen',
+    `127.0.0.1:${port}`,
+    '--node-name',
+    o.nodeName ?? 'benchnode',
+    '--systemd-scope',
+    'off',
+    ...(o.manifests ? ['--pod-manifest-path', o.manifests] : []),
+    ...(o.kubeconfig ? ['--kubeconfig', o.kubeconfig] : []),
+    ...(o.extra ?? []),
+  ];
+  const spawnedAt = performance.now();
+  const proc = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const listeners = new Set<(line: LogLine, at: number) => void>();
+  const counts = new Map<string, number>();
+  let partial = '';
+  let tail = '';
+  proc.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    const at = performance.now();
+    const lines = (partial + chunk).split('\n');
+    partial = lines.pop() ?? '';
+    for (const l of lines) {
+      if (!l.startsWith('{')) continue;
+      let line: LogLine;
+      try {
+        line = JSON.parse(l) as LogLine;
+      } catch {
+        continue;
+      }
+      if (line.msg) counts.set(line.msg, (counts.get(line.msg) ?? 0) + 1);
+      for (const fn of listeners) fn(line, at);
+    }
+  });
+  proc.stderr?.setEncoding('utf8').on('data', (d: string) => {
+    tail = (tail + d).slice(-4000);
+  });
+  const exited = new Promise<void>((res) => proc.once('exit', () => res()));
+  const url = `http://127.0.0.1:${port}`;
+  const get = async (path: string) => {
+    const res = await fetch(url + path);
+    await res.arrayBuffer();
+    return res.status;
+  };
+  const p: Podvol = {
+    proc,
+    url,
+    spawnedAt,
+    onLine(fn) {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
+    },
+    count: (msg) => counts.get(msg) ?? 0,
+    get,
+    async until200(path, everyMs = 5, timeoutMs = 120_000) {
+      const deadline = performance.now() + timeoutMs;
+      while (performance.now() < deadline) {
+        if (proc.exitCode !== null) throw new Error(`podvol exited ${proc.exitCode}: ${tail}`);
+        try {
+          if ((await get(path)) === 200) return performance.now();
+        } catch {
+          // not listening yet
+        }
+        await sleep(everyMs);
+      }
+      throw new Error(`podvol: ${path} not 200 within ${timeoutMs} ms: ${tail}`);
+    },
+    memory: () => procMemory(proc.pid ?? 0),
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      await exited;
+    },
+  };
+  return p;
+}
+
+/** VmRSS and VmHWM of a process, in MiB. */
+export function procMemory(pid: number): { rss: number; hwm: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
+  return { rss: kb('VmRSS') / 1024, hwm: kb('VmHWM') / 1024 };
+}
+
+/** Resolves with performance.now() once `count` log lines with `msg` (and matching `filter`) have arrived. */
+export function waitLines(
+  p: Podvol,
+  msg: string,
+  count: number,
+  timeoutMs = 600_000,
+  filter: (l: LogLine) => boolean = () => true,
+): Promise<number> {
+  return new Promise((resolve, reject) => {
+    let n = 0;
+    if (count === 0) return resolve(performance.now());
+    const timer = setTimeout(() => {
+      off();
+      reject(new Error(`only ${n} of ${count} "${msg}" log lines within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const off = p.onLine((l, at) => {
+      if (l.msg === 'MountVolume.SetUp failed' || l.msg === 'UnmountVolume.TearDown failed') {
+        console.log(`# ${l.msg}: ${l.pod} ${l.volume}: ${String(l.err)}`);
+      }
+      if (l.msg !== msg || !filter(l)) return;
+      if (++n === count) {
+        clearTimeout(timer);
+        off();
+        resolve(at);
+      }
+    });
+  });
+}
+
+/** Polls `fn` every `everyMs` until it is true; returns performance.now() then. */
+export async function until(
+  what: string,
+  fn: () => boolean | Promise<boolean>,
+  everyMs = 10,
+  timeoutMs = 600_000,
+): Promise<number> {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    if (await fn()) return performance.now();
+    await sleep(everyMs);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+export function percentile(xs: readonly number[], p: number): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+}
+
+export const median = (xs: readonly number[]) => percentile(xs, 50);
+
+/** Runs a bash script; returns its wall time in ms. Fails loudly. */
+export function timeBash(script: string): number {
+  const t0 = performance.now();
+  const r = spawnSync('bash', ['-e', '-c', script], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    timeout: 1_200_000,
+  });
+  const ms = performance.now() - t0;
+  if (r.status !== 0) throw new Error(`baseline script failed (${r.status}): ${r.stderr}`);
+  return ms;
+}
+
+/** `loadavg` now, printed with every bench so a reader sees how loaded the machine was. */
+export function header(title: string, sizes: Record<string, number>): void {
+  const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  const s = Object.entries(sizes)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ');
+  console.log(`\n## ${title}  (${s}${smoke ? ', smoke' : ''}; node ${process.version}; loadavg ${load})`);
+}
+
+const fmt = (v: number, unit: string) =>
+  `${unit === 'ms' ? v.toFixed(v < 10 ? 2 : 0) : v.toFixed(1)} ${unit}`.padStart(12);
+
+/** One figure, with its ratio against an in-run baseline when there is one. */
+export function figure(
+  name: string,
+  value: number,
+  unit: string,
+  baseline?: { name: string; value: number },
+) {
+  const ratio = baseline ? `   ${(value / baseline.value).toFixed(2)}x ${baseline.name}` : '';
+  console.log(`${name.padEnd(52)}${fmt(value, unit)}${ratio}`);
+}
+
+/** A figure measured against a goal of the issue: printed as met or not (never asserted). */
+export function goal(name: string, value: number, limit: number, unit: string): void {
+  console.log(
+    `goal ${name}: ${value.toFixed(2)}${unit} vs <= ${limit}${unit}: ${value <= limit ? 'MET' : 'NOT MET'}`,
+  );
+}

@@ -1,0 +1,80 @@
+// P2: pod added to the API server → all its volumes ready (the pod's last
+// "MountVolume.SetUp succeeded" log line), for a steady stream of pods, each
+// with its own configMap, its own secret and a service account token.
+// Run: node bench/pod-latency.bench.ts [--rate=50] [--seconds=10] [--smoke]
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  apiPod,
+  createConfigMap,
+  createSecret,
+  deleteAllPods,
+  secretConfigMapTokenVolumes,
+  startCluster,
+} from './cluster.ts';
+import {
+  ensureMountNamespace,
+  figure,
+  goal,
+  header,
+  percentile,
+  size,
+  startPodvol,
+  tempRoot,
+  until,
+} from './lib.ts';
+
+ensureMountNamespace();
+const RATE = size('rate', 50, 10);
+const SECONDS = size('seconds', 10, 0.5);
+const PODS = Math.max(1, Math.round(RATE * SECONDS));
+
+const tmp = tempRoot('p2');
+const { api, kubeconfig } = await startCluster(tmp.dir);
+try {
+  header('P2 pod added → all volumes ready', { rate: RATE, seconds: SECONDS, pods: PODS });
+  for (let i = 0; i < PODS; i++) {
+    createConfigMap(api, `cfg-${i}`);
+    createSecret(api, `sec-${i}`);
+  }
+  const root = join(tmp.dir, 'root');
+  const p = await startPodvol({ rootDir: root, kubeconfig });
+  try {
+    await p.until200('/readyz', 20);
+    const created = new Map<string, number>();
+    const mountedVolumes = new Map<string, number>();
+    const latencies: number[] = [];
+    p.onLine((l, at) => {
+      if (l.msg !== 'MountVolume.SetUp succeeded' || l.remount || typeof l.pod !== 'string') return;
+      const n = (mountedVolumes.get(l.pod) ?? 0) + 1;
+      mountedVolumes.set(l.pod, n);
+      const t0 = created.get(l.pod);
+      if (n === 3 && t0 !== undefined) latencies.push(at - t0);
+    });
+    const start = performance.now();
+    for (let i = 0; i < PODS; i++) {
+      // A steady stream: pod i is due at start + i/RATE, whatever the previous ones cost.
+      const due = start + (i * 1000) / RATE;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      created.set(`default/lat-${i}`, performance.now());
+      api.store.create('pods', apiPod(`lat-${i}`, secretConfigMapTokenVolumes(`cfg-${i}`, `sec-${i}`)));
+    }
+    const sent = (performance.now() - start) / 1000;
+    await until('every pod ready', () => latencies.length === PODS, 20, 600_000);
+    figure('pod added → volumes ready, p50', percentile(latencies, 50), 'ms');
+    figure('pod added → volumes ready, p90', percentile(latencies, 90), 'ms');
+    figure('pod added → volumes ready, p99', percentile(latencies, 99), 'ms');
+    figure('pod added → volumes ready, max', Math.max(...latencies), 'ms');
+    console.log(`${PODS} pods created over ${sent.toFixed(1)} s (asked: ${RATE} pods/s)`);
+    goal('P2 p99', percentile(latencies, 99), 100, ' ms');
+    await deleteAllPods(api, p, PODS * 3);
+    await until('pod directories removed', () => readdirSync(join(root, 'pods')).length === 0, 50);
+  } finally {
+    await p.stop();
+  }
+} finally {
+  await api.close();
+  tmp.cleanup();
+}
