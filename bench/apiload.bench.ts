@@ -17,7 +17,17 @@ import {
   secretConfigMapTokenVolumes,
   startCluster,
 } from './cluster.ts';
-import { ensureMountNamespace, header, size, smoke, startPodvol, tempRoot, until, waitLines } from './lib.ts';
+import {
+  ensureMountNamespace,
+  figure,
+  header,
+  size,
+  smoke,
+  startPodvol,
+  tempRoot,
+  until,
+  waitLines,
+} from './lib.ts';
 
 ensureMountNamespace();
 const flag = process.argv.find((a) => a.startsWith('--pods='))?.slice(7) ?? process.env.BENCH_PODS;
@@ -77,6 +87,7 @@ try {
       };
     };
 
+    const perPod: { n: number; requests: number; watches: number }[] = [];
     api.hooks.clearRequests();
     const idleStart = performance.now();
     await sleep(RUN_S * 1000 + 2000);
@@ -97,9 +108,15 @@ try {
         .sort((a, b) => b[1] - a[1])
         .map(([k, v]) => `${v} ${k}`)
         .join(', ');
+      perPod.push({ n, requests: net / n, watches: extra / n });
       console.log(
         `${String(n).padStart(4)}  ${net.toFixed(0).padStart(8)}  ${(net / n).toFixed(1).padStart(7)}  ${String(extra).padStart(19)}  ${(extra / n).toFixed(1).padStart(7)}  ${String(r.watchesAfter - idleWatches).padStart(12)}  ${breakdown}`,
       );
+    }
+    console.log('');
+    for (const r of perPod) {
+      figure(`API requests per pod lifecycle, ${r.n} pods per node`, r.requests, 'req');
+      figure(`open watches per pod while running, ${r.n} pods per node`, r.watches, 'watches');
     }
   } finally {
     await p.stop();

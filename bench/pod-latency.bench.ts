@@ -46,6 +46,7 @@ try {
     const mountedVolumes = new Map<string, number>();
     const latencies: number[] = [];
     p.onLine((l, at) => {
+      if (l.msg === 'MountVolume.SetUp failed') console.log(`# ${l.pod} ${l.volume}: ${String(l.err)}`);
       if (l.msg !== 'MountVolume.SetUp succeeded' || l.remount || typeof l.pod !== 'string') return;
       const n = (mountedVolumes.get(l.pod) ?? 0) + 1;
       mountedVolumes.set(l.pod, n);
@@ -62,7 +63,10 @@ try {
       api.store.create('pods', apiPod(`lat-${i}`, secretConfigMapTokenVolumes(`cfg-${i}`, `sec-${i}`)));
     }
     const sent = (performance.now() - start) / 1000;
-    await until('every pod ready', () => latencies.length === PODS, 20, 600_000);
+    await until('every pod ready', () => latencies.length === PODS, 20, 300_000).catch((err) => {
+      const stuck = [...created.keys()].filter((k) => (mountedVolumes.get(k) ?? 0) < 3);
+      throw new Error(`${err.message}: not ready: ${stuck.map((k) => `${k} (${mountedVolumes.get(k) ?? 0}/3)`).join(', ')}`);
+    });
     figure('pod added → volumes ready, p50', percentile(latencies, 50), 'ms');
     figure('pod added → volumes ready, p90', percentile(latencies, 90), 'ms');
     figure('pod added → volumes ready, p99', percentile(latencies, 99), 'ms');

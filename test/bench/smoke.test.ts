@@ -26,7 +26,7 @@ describe('bench smoke', { concurrency: 3 }, () => {
     mountTest(`${b.figure} (bench/${b.file} at smoke size) runs and prints its figures`, async () => {
       const { code, out } = await run(benchArgs(b, true, []));
       assert.equal(code, 0, out);
-      assert.match(out, /\d+(\.\d+)? (ms|MiB|x)\b/, `no figure printed:\n${out}`);
+      assert.match(out, /\d+(\.\d+)? (ms|MiB|x|req)\b/, `no figure printed:\n${out}`);
       assert.doesNotMatch(out, /cleanup: \d+ mounts were left|NaN/, out);
     });
   }
