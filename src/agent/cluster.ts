@@ -4,10 +4,12 @@
 import { hostname } from 'node:os';
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
+import type { NodeInfoManager } from '../plugins/csi/registration.ts';
 import type { ClusterBackend } from '../volumehost/host.ts';
 import { ClaimWatches } from '../volumehost/kube/claims.ts';
 import { loadKubeConfig } from '../volumehost/kube/config.ts';
 import { CSIDriverInformer } from '../volumehost/kube/csidriver-informer.ts';
+import { createCSINodeInfoManager } from '../volumehost/kube/csinode.ts';
 import { createEventBroadcaster } from '../volumehost/kube/events.ts';
 import { NodeInfo } from '../volumehost/kube/node-info.ts';
 import { newConfigMapCache, newSecretCache } from '../volumehost/kube/object-cache.ts';
@@ -15,7 +17,8 @@ import { createTokenManager } from '../volumehost/kube/token-manager.ts';
 import { createTrustBundleManager } from '../volumehost/kube/trust-bundles.ts';
 import { ApiPodSource } from './pods/api-source.ts';
 import type { PodSource } from './pods/types.ts';
-import { type ClaimLookup, claimNameOf } from './volumemanager/claims.ts';
+import { referencedObjects } from './referenced-objects.ts';
+import type { ClaimLookup } from './volumemanager/claims.ts';
 
 export interface Cluster {
   sources: PodSource[];
@@ -30,6 +33,8 @@ export interface Cluster {
   claims: ClaimLookup & { onChange(listener: () => void): () => void };
   /** The API configuration podvol connected with (CSI, and reviews of HTTP callers). */
   kubeConfig: KubeConfig;
+  /** The CSINode object and node annotations that CSI driver registration updates. */
+  csiNodeInfo: NodeInfoManager;
   stop(): Promise<void>;
 }
 
@@ -40,29 +45,6 @@ export interface ConnectOptions {
   /** Reflector tuning for tests. */
   watchTimeoutSeconds?: number;
   backoff?: { initialMs?: number; maxMs?: number };
-}
-
-/** The secrets and configMaps a pod's volumes reference, as "namespace/name". */
-export function referencedObjects(pod: V1Pod): {
-  secrets: Set<string>;
-  configMaps: Set<string>;
-  claims: Set<string>;
-} {
-  const ns = pod.metadata?.namespace ?? 'default';
-  const secrets = new Set<string>();
-  const configMaps = new Set<string>();
-  const claims = new Set<string>();
-  for (const v of pod.spec?.volumes ?? []) {
-    const claim = v ? claimNameOf(pod, v) : undefined;
-    if (claim) claims.add(`${ns}/${claim}`);
-    if (v.secret?.secretName) secrets.add(`${ns}/${v.secret.secretName}`);
-    if (v.configMap?.name) configMaps.add(`${ns}/${v.configMap.name}`);
-    for (const s of v.projected?.sources ?? []) {
-      if (s.secret?.name) secrets.add(`${ns}/${s.secret.name}`);
-      if (s.configMap?.name) configMaps.add(`${ns}/${s.configMap.name}`);
-    }
-  }
-  return { secrets, configMaps, claims };
 }
 
 /**
@@ -201,6 +183,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
     },
     claims,
     kubeConfig,
+    csiNodeInfo: createCSINodeInfoManager(kubeConfig, o.nodeName),
     async stop() {
       tokens.stop();
       events.stop();

@@ -14,9 +14,8 @@ import { csiRegistrationHandler, noNodeInfo } from '../plugins/csi/registration.
 import { probeVolumePlugins } from '../plugins/index.ts';
 import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import { createVolumeHost } from '../volumehost/host.ts';
-import { createCSINodeInfoManager } from '../volumehost/kube/csinode.ts';
 import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
-import { type Cluster, referencedObjects } from './cluster.ts';
+import type { Cluster } from './cluster.ts';
 import { createHttpServer } from './http.ts';
 import { createMetrics, type VolumeStatsSample } from './metrics.ts';
 import { PluginWatcher } from './plugin-watcher.ts';
@@ -24,6 +23,7 @@ import { createPodManager } from './pod-manager.ts';
 import { STATIC_POD_API_REFERENCE, staticPodAPIReference } from './pods/api-references.ts';
 import { createStaticPodSource } from './pods/static-source.ts';
 import type { PodSource } from './pods/types.ts';
+import { referencedObjects } from './referenced-objects.ts';
 import { VolumeManager } from './volumemanager/volume-manager.ts';
 import { VolumesInUseReporter } from './volumes-in-use.ts';
 
@@ -104,7 +104,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
         drivers,
         proto: csiProto,
         logger: log,
-        nodeInfo: o.cluster ? createCSINodeInfoManager(o.cluster.kubeConfig, o.nodeName) : noNodeInfo,
+        nodeInfo: o.cluster?.csiNodeInfo ?? noNodeInfo,
       }),
     },
   });

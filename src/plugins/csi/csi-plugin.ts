@@ -9,15 +9,14 @@
 // vol_data.json files on disk, so the same answer holds after a restart.
 import { mkdir, readdir, rm, rmdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import {
-  CoreV1Api,
-  type KubeConfig,
+import type {
+  KubeConfig,
   StorageV1Api,
-  type V1CSIDriver,
-  type V1CSIPersistentVolumeSource,
-  type V1CSIVolumeSource,
-  type V1Pod,
-  type V1SecretReference,
+  V1CSIDriver,
+  V1CSIPersistentVolumeSource,
+  V1CSIVolumeSource,
+  V1Pod,
+  V1SecretReference,
 } from '@kubernetes/client-node';
 import { escapeQualifiedName } from '../../volumehost/paths.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
@@ -49,6 +48,12 @@ import {
   uniqueVolumeName,
   volDataKey,
 } from './vol-data.ts';
+
+/**
+ * The Kubernetes client is loaded only when an API call is made (cluster mode):
+ * loading it costs a standalone podvol about 80 MiB and seconds of start-up.
+ */
+const kubeClient = () => import('@kubernetes/client-node');
 
 export { csiPluginName };
 
@@ -253,7 +258,9 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       );
     const ns = ref.namespace ?? 'default';
     try {
-      const s = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ name: ref.name, namespace: ns });
+      const s = await kc
+        .makeApiClient((await kubeClient()).CoreV1Api)
+        .readNamespacedSecret({ name: ref.name, namespace: ns });
       const out: Record<string, string> = {};
       for (const [k, v] of Object.entries(s.data ?? {})) out[k] = Buffer.from(v, 'base64').toString('utf8');
       return out;
@@ -288,7 +295,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       );
     }
     try {
-      const n = await kc.makeApiClient(CoreV1Api).readNode({ name: node });
+      const n = await kc.makeApiClient((await kubeClient()).CoreV1Api).readNode({ name: node });
       if (!(n.status?.volumesAttached ?? []).some((v) => v.name === unique)) {
         throw new VolumeError(
           'AttachPending',
@@ -302,7 +309,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     const name = attachmentName(src.handle, src.driver, node);
     let va: Awaited<ReturnType<StorageV1Api['readVolumeAttachment']>>;
     try {
-      va = await kc.makeApiClient(StorageV1Api).readVolumeAttachment({ name });
+      va = await kc.makeApiClient((await kubeClient()).StorageV1Api).readVolumeAttachment({ name });
     } catch (err) {
       throw new VolumeError(
         'AttachPending',
