@@ -262,12 +262,15 @@ export const median = (xs: readonly number[]) => percentile(xs, 50);
 /** Runs a bash script; returns its wall time in ms. Fails loudly. */
 export function timeBash(script: string): number {
   const t0 = performance.now();
-  const r = spawnSync('bash', ['-e', '-c', script], {
-    stdio: ['ignore', 'ignore', 'pipe'],
+  // On stdin: a script of thousands of lines is too long for one argument (E2BIG).
+  const r = spawnSync('bash', ['-e', '-s'], {
+    input: script,
+    stdio: ['pipe', 'ignore', 'pipe'],
     timeout: 1_200_000,
+    maxBuffer: 1 << 26,
   });
   const ms = performance.now() - t0;
-  if (r.status !== 0) throw new Error(`baseline script failed (${r.status}): ${r.stderr}`);
+  if (r.status !== 0) throw new Error(`baseline script failed (${r.status ?? r.error}): ${r.stderr}`);
   return ms;
 }
 

@@ -65,7 +65,9 @@ try {
     const sent = (performance.now() - start) / 1000;
     await until('every pod ready', () => latencies.length === PODS, 20, 300_000).catch((err) => {
       const stuck = [...created.keys()].filter((k) => (mountedVolumes.get(k) ?? 0) < 3);
-      throw new Error(`${err.message}: not ready: ${stuck.map((k) => `${k} (${mountedVolumes.get(k) ?? 0}/3)`).join(', ')}`);
+      throw new Error(
+        `${err.message}: not ready: ${stuck.map((k) => `${k} (${mountedVolumes.get(k) ?? 0}/3)`).join(', ')}`,
+      );
     });
     figure('pod added → volumes ready, p50', percentile(latencies, 50), 'ms');
     figure('pod added → volumes ready, p90', percentile(latencies, 90), 'ms');

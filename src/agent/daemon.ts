@@ -25,7 +25,7 @@ import { createStaticPodSource } from './pods/static-source.ts';
 import type { PodSource } from './pods/types.ts';
 import { referencedObjects } from './referenced-objects.ts';
 import { VolumeManager } from './volumemanager/volume-manager.ts';
-import { VolumesInUseReporter } from './volumes-in-use.ts';
+import type { VolumesInUseReporter } from './volumes-in-use.ts';
 
 export interface RunOptions {
   rootDir: string;
@@ -172,6 +172,8 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     },
   });
   if (o.cluster) {
+    // Imported here: it needs the Kubernetes client, which standalone mode never loads.
+    const { VolumesInUseReporter } = await import('./volumes-in-use.ts');
     inUse = new VolumesInUseReporter({
       kubeConfig: o.cluster.kubeConfig,
       nodeName: o.nodeName,
