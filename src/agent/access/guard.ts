@@ -7,7 +7,7 @@ import type { Logger } from '../../logger.ts';
 import { describeAttributes, requestAttributes, type UserInfo } from './attributes.ts';
 import type { Authenticator } from './authenticate.ts';
 import type { Authorizer } from './authorize.ts';
-import { ReviewUnavailableError } from './reviews.ts';
+import { ReviewUnavailableError } from './review-errors.ts';
 
 export const ANONYMOUS_PATHS: ReadonlySet<string> = new Set(['/healthz', '/readyz']);
 

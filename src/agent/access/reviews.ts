@@ -17,11 +17,11 @@ import { describeKubeError } from '../../volumehost/kube/token-manager.ts';
 import type { RequestAttributes, UserInfo } from './attributes.ts';
 
 /** kubelet's TokenAccessReviewTimeout and the webhook authorizer's timeout. */
+import { ReviewUnavailableError } from './review-errors.ts';
+
 export const REVIEW_TIMEOUT_MS = 10_000;
 
-export class ReviewUnavailableError extends Error {
-  override name = 'ReviewUnavailableError';
-}
+export { ReviewUnavailableError } from './review-errors.ts';
 
 export type TokenReviewResult =
   | { authenticated: true; user: UserInfo }

@@ -12,7 +12,6 @@ import { createAuthenticator } from './authenticate.ts';
 import { type AuthorizationMode, alwaysAllow, createWebhookAuthorizer } from './authorize.ts';
 import { loadServingCert, servingHosts } from './certs.ts';
 import { createGuard, type Guard } from './guard.ts';
-import { createReviewClient } from './reviews.ts';
 
 export interface AccessOptions {
   tlsCertFile?: string;
@@ -121,7 +120,8 @@ export async function createSecureServing(o: {
   const ca = await readCA().catch((err: Error) => {
     throw new Error(`cannot read --client-ca-file: ${err.message}`);
   });
-  const reviews = o.kubeConfig ? createReviewClient(o.kubeConfig) : undefined;
+  // Imported only with a kubeconfig: the review client needs the Kubernetes client.
+  const reviews = o.kubeConfig ? (await import('./reviews.ts')).createReviewClient(o.kubeConfig) : undefined;
   const authenticator = createAuthenticator({
     clientCertificates: ca !== undefined,
     reviews: r.tokenWebhook ? reviews : undefined,
