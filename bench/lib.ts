@@ -5,10 +5,10 @@
 // figures with their ratio against a baseline measured in the same run.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort } from '../test/helpers/daemon.ts';
 
 export const repoRoot = join(import.meta.dirname, '..');
 
@@ -82,16 +82,7 @@ export function tempRoot(prefix: string): { dir: string; cleanup(): void } {
   };
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export type LogLine = { msg?: string; pod?: string; volume?: string; [k: string]: unknown };
 
