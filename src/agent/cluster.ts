@@ -28,7 +28,9 @@ export interface Cluster {
   /** Keeps secret/configMap watches in step with the pods that reference them. */
   podsChanged(pods: V1Pod[]): void;
   /** Called with (kind, namespace, name) when a watched secret or configMap changes. */
-  onObjectChange(listener: (kind: 'secret' | 'configmap', namespace: string, name: string) => void): void;
+  onObjectChange(
+    listener: (kind: 'secret' | 'configmap' | 'clustertrustbundle', namespace: string, name: string) => void,
+  ): void;
   /** PersistentVolumeClaims and their PersistentVolumes, watched while pods refer to them. */
   claims: ClaimLookup & { onChange(listener: () => void): () => void };
   /** The API configuration podvol connected with (CSI, and reviews of HTTP callers). */
@@ -110,7 +112,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   const configMaps = newConfigMapCache(tuning);
   const claims = new ClaimWatches(tuning);
   const tokens = createTokenManager({ kubeConfig, logger });
-  const trustBundles = createTrustBundleManager({ kubeConfig, logger });
+  const trustBundles = createTrustBundleManager(tuning);
   const events = createEventBroadcaster({
     kubeConfig,
     component: 'podvol',
@@ -180,6 +182,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
     onObjectChange(listener) {
       secrets.onChange((ns, name) => listener('secret', ns, name));
       configMaps.onChange((ns, name) => listener('configmap', ns, name));
+      trustBundles.onChange?.((name) => listener('clustertrustbundle', '', name));
     },
     claims,
     kubeConfig,
@@ -187,7 +190,14 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
     async stop() {
       tokens.stop();
       events.stop();
-      await Promise.all([csiDrivers.stop(), node.stop(), secrets.stop(), configMaps.stop(), claims.stop()]);
+      await Promise.all([
+        csiDrivers.stop(),
+        node.stop(),
+        secrets.stop(),
+        configMaps.stop(),
+        claims.stop(),
+        trustBundles.stop?.(),
+      ]);
     },
   };
 }

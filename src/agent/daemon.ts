@@ -200,6 +200,14 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   for (const s of sources) s.onChange(podsChanged);
   // A changed secret or configMap reaches the files of every volume that renders it on the next pass.
   o.cluster?.onObjectChange((kind, namespace, name) => {
+    // A cluster trust bundle changed (from the watch, as kubelet's informer): re-render
+    // every projected volume with a clusterTrustBundle source; unchanged files are not rewritten.
+    if (kind === 'clustertrustbundle') {
+      vm.markRemountRequired(
+        (v) => v.spec.volume?.projected?.sources?.some((src) => src.clusterTrustBundle) ?? false,
+      );
+      return;
+    }
     vm.markRemountRequired((v) => {
       if (v.podNamespace !== namespace || !v.spec.volume) return false;
       const refs = referencedObjects({

@@ -1,7 +1,9 @@
 // ClusterTrustBundle access for projected volumes, after kubelet's
 // pkg/kubelet/clustertrustbundle/clustertrustbundle_manager.go: find the newest
-// certificates.k8s.io version that serves clustertrustbundles, then turn one named bundle,
-// or every bundle of a signer matching a label selector, into a deduplicated PEM bundle.
+// certificates.k8s.io version that serves clustertrustbundles, keep every bundle in an
+// informer (one list+watch, as kubelet's), then turn one named bundle, or every bundle of
+// a signer matching a label selector, into a deduplicated PEM bundle. Normalized results
+// are cached and dropped when the watch reports a change to a bundle they came from.
 
 import { createHash } from 'node:crypto';
 import {
@@ -12,8 +14,10 @@ import {
   type KubeConfig,
   KubernetesObjectApi,
   type V1LabelSelector,
+  type V1ObjectMeta,
 } from '@kubernetes/client-node';
 import type { Logger } from '../../logger.ts';
+import { Reflector } from './reflector.ts';
 import { describeKubeError, kubeErrorCode } from './token-manager.ts';
 
 export interface TrustBundleManager {
@@ -23,16 +27,20 @@ export interface TrustBundleManager {
     labelSelector: V1LabelSelector | undefined,
     allowMissing: boolean,
   ): Promise<string>;
+  /** Called with a bundle's name when the watch sees it added, changed or deleted. */
+  onChange?(listener: (name: string) => void): () => void;
+  stop?(): Promise<void>;
 }
 
 export interface TrustBundleManagerOptions {
   kubeConfig: KubeConfig;
   logger?: Logger;
-  /**
-   * How long a normalized bundle is reused. kubelet keeps entries 5 min but drops them on
-   * informer events; without an informer we re-read sooner so rotations show up quickly.
-   */
+  /** How long a normalized bundle is reused; entries are also dropped on watch events (kubelet: 5 min). */
   cacheTTLMs?: number;
+  /** How long a lookup waits for the informer's first list before failing as kubelet does. */
+  syncTimeoutMs?: number;
+  watchTimeoutSeconds?: number;
+  backoff?: { initialMs?: number; maxMs?: number };
   now?: () => number;
   /** Seeds the per-process certificate order (see normalizeTrustAnchors). */
   random?: () => number;
@@ -43,7 +51,8 @@ const GROUP = 'certificates.k8s.io';
 const VERSIONS = ['v1', 'v1beta1', 'v1alpha1'] as const;
 type CtbVersion = (typeof VERSIONS)[number];
 const MAX_LABEL_SELECTOR_LENGTH = 100 * 1024;
-const DEFAULT_CACHE_TTL_MS = 30 * 1000;
+const DEFAULT_CACHE_TTL_MS = 5 * 60 * 1000;
+const DEFAULT_SYNC_TIMEOUT_MS = 10 * 1000;
 const CACHE_MAX_ENTRIES = 1000;
 
 // kubelet: "... is not supported in static kubelet mode"; same prefix, our name.
@@ -192,8 +201,8 @@ export function normalizeTrustAnchors(bundles: string[], orderSeed: string): str
 
 // --- manager ---------------------------------------------------------------------------
 
-interface ClusterTrustBundleObject {
-  metadata?: { name?: string; labels?: Record<string, string> };
+interface CTB {
+  metadata?: V1ObjectMeta;
   spec?: { signerName?: string; trustBundle?: string };
 }
 
@@ -201,14 +210,18 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
   const { kubeConfig, logger } = opts;
   const now = opts.now ?? Date.now;
   const cacheTTLMs = opts.cacheTTLMs ?? DEFAULT_CACHE_TTL_MS;
+  const syncTimeoutMs = opts.syncTimeoutMs ?? DEFAULT_SYNC_TIMEOUT_MS;
   const orderSeed = (opts.random ?? Math.random)().toString();
   const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
-  const cache = new Map<string, { value: string; expiresAt: number }>();
+  // kubelet's normalizationCache, keyed by bundle name or by signer + selector.
+  const cache = new Map<string, { value: string; expiresAt: number; name?: string; signer?: string }>();
+  const listeners = new Set<(name: string) => void>();
   // A found version is kept for the process lifetime (kubelet never re-discovers); "none
-  // served" is re-checked after the cache TTL so enabling the API later is picked up.
+  // served" is re-checked after a while so enabling the API later is picked up.
   let version: CtbVersion | undefined;
   let noneUntil = 0;
   let discovering: Promise<CtbVersion | undefined> | undefined;
+  let informer: Reflector<CTB> | undefined;
 
   const resourcesServed = async (v: CtbVersion): Promise<boolean> => {
     const api =
@@ -260,12 +273,68 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
       if (noneUntil === 0) {
         logger?.info({}, 'No version of the ClusterTrustBundle API was found');
       }
-      noneUntil = now() + cacheTTLMs;
+      noneUntil = now() + DEFAULT_SYNC_TIMEOUT_MS * 3;
       throw new Error(STANDALONE_TRUST_BUNDLE_ERROR);
     }
     if (!version) logger?.info({ apiGroup: `${GROUP}/${found}` }, 'Using ClusterTrustBundle API');
     version = found;
     return found;
+  };
+
+  /** kubelet's dropCacheFor: entries for the bundle's name, and for its signer when it has one. */
+  const dropCacheFor = (ctb: CTB | undefined) => {
+    if (!ctb) return;
+    const name = ctb.metadata?.name;
+    const signer = ctb.spec?.signerName;
+    for (const [key, entry] of cache) {
+      if ((name && entry.name === name) || (signer && entry.signer === signer)) cache.delete(key);
+    }
+  };
+
+  /** The informer on every ClusterTrustBundle of the served version, started on first use. */
+  const ensureInformer = async (v: CtbVersion): Promise<Reflector<CTB>> => {
+    if (!informer) {
+      const r = new Reflector<CTB>({
+        name: 'clustertrustbundles',
+        kubeConfig,
+        watchPath: `/apis/${GROUP}/${v}/clustertrustbundles`,
+        list: (o) =>
+          objects.list<CTB & { metadata: { name: string } }>(
+            `${GROUP}/${v}`,
+            'ClusterTrustBundle',
+            undefined,
+            undefined,
+            undefined,
+            undefined,
+            o.fieldSelector,
+            o.labelSelector,
+          ),
+        // Bundles are cluster-scoped and looked up by name.
+        keyOf: (o) => o.metadata?.name ?? '',
+        watchTimeoutSeconds: opts.watchTimeoutSeconds,
+        backoff: opts.backoff,
+        logger,
+      });
+      r.onEvent((e) => {
+        dropCacheFor(e.object);
+        dropCacheFor(e.old);
+        const name = e.object.metadata?.name ?? '';
+        for (const l of listeners) {
+          try {
+            l(name);
+          } catch (err) {
+            logger?.error({ err: (err as Error).message }, 'trust bundle listener threw');
+          }
+        }
+      });
+      informer = r;
+      void r.start();
+    }
+    if (!informer.hasSynced() && !(await informer.waitForSync(syncTimeoutMs))) {
+      const cause = informer.lastError?.message;
+      throw new Error(`ClusterTrustBundle informer has not yet synced${cause ? `: ${cause}` : ''}`);
+    }
+    return informer;
   };
 
   const cached = (key: string): string | undefined => {
@@ -278,38 +347,35 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
     return hit.value;
   };
 
-  const remember = (key: string, value: string): void => {
+  const remember = (key: string, value: string, tag: { name?: string; signer?: string }): void => {
     if (cache.size >= CACHE_MAX_ENTRIES) {
       const oldest = cache.keys().next().value;
       if (oldest !== undefined) cache.delete(oldest);
     }
-    cache.set(key, { value, expiresAt: now() + cacheTTLMs });
+    cache.set(key, { value, expiresAt: now() + cacheTTLMs, ...tag });
   };
 
   return {
     async getTrustAnchorsByName(name, allowMissing) {
-      const v = await ensureVersion();
+      const store = await ensureInformer(await ensureVersion());
       const key = `name\u0000${name}`;
       const hit = cached(key);
       if (hit !== undefined) return hit;
-      let ctb: ClusterTrustBundleObject;
-      try {
-        ctb = await objects.read<ClusterTrustBundleObject & { metadata: { name: string } }>({
-          apiVersion: `${GROUP}/${v}`,
-          kind: 'ClusterTrustBundle',
-          metadata: { name },
-        });
-      } catch (err) {
-        if (kubeErrorCode(err) === 404 && allowMissing) return '';
-        throw new Error(`while getting ClusterTrustBundle: ${describeKubeError(err)}`);
+      const ctb = store.get(name);
+      if (!ctb) {
+        if (allowMissing) return '';
+        // The lister's NotFound, as kubelet words it.
+        throw new Error(
+          `while getting ClusterTrustBundle: clustertrustbundle.${GROUP} ${JSON.stringify(name)} not found`,
+        );
       }
       const pem = normalizeTrustAnchors([ctb.spec?.trustBundle ?? ''], orderSeed);
-      remember(key, pem);
+      remember(key, pem, { name });
       return pem;
     },
 
     async getTrustAnchorsBySigner(signerName, labelSelector, allowMissing) {
-      const v = await ensureVersion();
+      const store = await ensureInformer(await ensureVersion());
       let reqs: ParsedLabelSelector;
       try {
         reqs = parseLabelSelector(labelSelector);
@@ -325,34 +391,10 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
       const key = `signer\u0000${signerName}\u0000${reqs === null ? '\u0000nothing' : selector}`;
       const hit = cached(key);
       if (hit !== undefined) return hit;
-
-      let items: ClusterTrustBundleObject[] = [];
-      // A nil selector matches nothing; no need to ask the API server.
-      if (reqs !== null) {
-        try {
-          const list = await objects.list<ClusterTrustBundleObject & { metadata: { name: string } }>(
-            `${GROUP}/${v}`,
-            'ClusterTrustBundle',
-            undefined,
-            undefined,
-            undefined,
-            undefined,
-            `spec.signerName=${signerName}`,
-            selector === '' ? undefined : selector,
-          );
-          items = list.items;
-        } catch (err) {
-          throw new Error(
-            `while listing ClusterTrustBundles matching label selector ${JSON.stringify(selector)}: ` +
-              describeKubeError(err),
-          );
-        }
-      }
-      // kubelet filters the signer itself; re-checking both costs nothing and guards
-      // against a server that ignored a selector.
-      const matching = items.filter(
-        (ctb) => ctb.spec?.signerName === signerName && labelsMatch(reqs, ctb.metadata?.labels),
-      );
+      // A nil selector matches nothing.
+      const matching = store
+        .list()
+        .filter((ctb) => ctb.spec?.signerName === signerName && labelsMatch(reqs, ctb.metadata?.labels));
       if (matching.length === 0) {
         if (allowMissing) return '';
         throw new Error('combination of signerName and labelSelector matched zero ClusterTrustBundles');
@@ -361,8 +403,17 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
         matching.map((ctb) => ctb.spec?.trustBundle ?? ''),
         orderSeed,
       );
-      remember(key, pem);
+      remember(key, pem, { signer: signerName });
       return pem;
+    },
+
+    onChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+
+    async stop() {
+      await informer?.stop();
     },
   };
 }

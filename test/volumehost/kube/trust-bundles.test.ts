@@ -136,7 +136,10 @@ async function setup(t: TestContext, versions: string[]): Promise<Env> {
     now: () => clock,
     random: () => 0.5,
     cacheTTLMs: 10_000,
+    syncTimeoutMs: 3_000,
+    backoff: { initialMs: 50, maxMs: 200 },
   });
+  t.after(() => mgr.stop?.());
   return {
     api,
     mgr,
@@ -168,11 +171,13 @@ describe('trust bundle manager against an API server', () => {
       env.addBundle('ops-roots', pem(derA) + pem(derB) + pem(derA));
       const out = await env.mgr.getTrustAnchorsByName('ops-roots', false);
       assert.deepEqual(certs(out), [String(derA), String(derB)].sort());
+      // One list+watch of every bundle (kubelet's informer), not a GET per lookup.
       const paths = env.api.hooks.requests.map((r) => r.path);
       assert.ok(
-        paths.includes(`/apis/certificates.k8s.io/${expected}/clustertrustbundles/ops-roots`),
+        paths.includes(`/apis/certificates.k8s.io/${expected}/clustertrustbundles`),
         paths.join('\n'),
       );
+      assert.ok(!paths.some((p) => p.endsWith('/clustertrustbundles/ops-roots')), paths.join('\n'));
     });
   }
 
@@ -181,7 +186,7 @@ describe('trust bundle manager against an API server', () => {
     assert.equal(await env.mgr.getTrustAnchorsByName('nope', true), '');
     await assert.rejects(
       env.mgr.getTrustAnchorsByName('nope', false),
-      /^Error: while getting ClusterTrustBundle: clustertrustbundles\.certificates\.k8s\.io "nope" not found$/,
+      /^Error: while getting ClusterTrustBundle: clustertrustbundle\.certificates\.k8s\.io "nope" not found$/,
     );
   });
 
@@ -236,9 +241,8 @@ describe('trust bundle manager against an API server', () => {
     );
     assert.deepEqual(certs(unzoned), [String(derC)]);
 
-    const lists = env.api.hooks.requests.filter((r) => r.verb === 'list');
-    assert.ok(lists.every((r) => r.query.fieldSelector === 'spec.signerName=example.com/mesh'));
-    assert.ok(lists.some((r) => r.query.labelSelector === 'trust=yes'));
+    // Every lookup is answered from the watch cache: one list in all.
+    assert.equal(env.api.hooks.requests.filter((r) => r.verb === 'list').length, 1);
   });
 
   test('by signer: zero matches is empty when allowed, kubelet error otherwise; nil selector matches nothing', async (t) => {
@@ -257,27 +261,31 @@ describe('trust bundle manager against an API server', () => {
     });
   });
 
-  test('results are cached for the TTL, then re-read', async (t) => {
+  test('a changed bundle is served as soon as the watch delivers it, and listeners hear of it', async (t) => {
     const env = await setup(t, ['v1beta1']);
     env.addBundle('roots', pem(derA));
+    const heard: string[] = [];
+    env.mgr.onChange?.((name) => heard.push(name));
     const before = await env.mgr.getTrustAnchorsByName('roots', false);
+    assert.deepEqual(certs(before), [String(derA)]);
     env.api.store.update('clustertrustbundles', {
       ...env.api.store.mustGet('clustertrustbundles', undefined, 'roots'),
       spec: { trustBundle: pem(derA) + pem(derB) },
     });
-    assert.equal(await env.mgr.getTrustAnchorsByName('roots', false), before);
-    env.advance(10_001);
-    assert.deepEqual(
-      certs(await env.mgr.getTrustAnchorsByName('roots', false)),
-      [String(derA), String(derB)].sort(),
-    );
+    // No clock advance: the watch event drops the cached normalization (kubelet's dropCacheFor).
+    const deadline = Date.now() + 10_000;
+    while (certs(await env.mgr.getTrustAnchorsByName('roots', false)).length !== 2) {
+      assert.ok(Date.now() < deadline, 'timed out waiting for the new bundle');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.ok(heard.includes('roots'));
   });
 
   test('a forbidden list surfaces "forbidden"', async (t) => {
     const env = await setup(t, ['v1beta1']);
     env.api.hooks.forbid({ resource: 'clustertrustbundles', verb: 'list' });
     await assert.rejects(env.mgr.getTrustAnchorsBySigner('example.com/mesh', {}, false), (err: Error) => {
-      assert.match(err.message, /^while listing ClusterTrustBundles matching label selector "": .*forbidden/);
+      assert.match(err.message, /^ClusterTrustBundle informer has not yet synced: .*forbidden/);
       return true;
     });
   });
