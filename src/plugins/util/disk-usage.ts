@@ -1,10 +1,12 @@
 // kubelet's fs.DiskUsage (pkg/volume/util/fs) without project quotas: the bytes
 // and inodes a directory tree uses, as `du -x` counts them: allocated blocks
 // (st_blocks * 512) of every entry on the root's filesystem, hard links counted
-// once, never following a symlink or descending into another mount.
+// once, never following a symlink or descending into another mount. The walk
+// goes through directory fds (safe-fs), so a container swapping a symlink in
+// for a directory it owns cannot send the walk elsewhere on the host.
 import type { BigIntStats } from 'node:fs';
-import { lstat, readdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { lstat, readdir, stat } from 'node:fs/promises';
+import { SafeDir } from '../../volumehost/safe-fs.ts';
 
 export interface UsageInfo {
   bytes: bigint;
@@ -20,7 +22,6 @@ const gone = (err: unknown) => {
 };
 
 export async function diskUsage(root: string): Promise<UsageInfo> {
-  const top = await lstat(root, { bigint: true });
   const usage: UsageInfo = { bytes: 0n, inodes: 0 };
   const seen = new Set<bigint>();
   const count = (st: BigIntStats) => {
@@ -31,37 +32,50 @@ export async function diskUsage(root: string): Promise<UsageInfo> {
     usage.bytes += st.blocks * 512n;
     usage.inodes++;
   };
-  const walk = async (dir: string, st: BigIntStats): Promise<void> => {
-    count(st);
-    let names: string[];
-    try {
-      names = await readdir(dir);
-    } catch (err) {
-      // Deleted after its parent was read: kubelet ignores it too.
-      if (gone(err)) return;
-      throw new Error(`unable to count inodes for ${dir}: ${(err as Error).message}`);
-    }
-    const subdirs: [string, BigIntStats][] = [];
-    let next = 0;
-    const worker = async () => {
-      while (next < names.length) {
-        const path = join(dir, names[next++]);
-        let child: BigIntStats;
-        try {
-          child = await lstat(path, { bigint: true });
-        } catch (err) {
-          if (gone(err)) continue;
-          throw new Error(`unable to count inodes for ${path}: ${(err as Error).message}`);
+  const top = await SafeDir.openRoot(root);
+  try {
+    // stat, not lstat: /proc/self/fd/<n> is a link to the open directory itself.
+    const dev = (await stat(top.procPath, { bigint: true })).dev;
+    const walk = async (dir: SafeDir): Promise<void> => {
+      count(await stat(dir.procPath, { bigint: true }));
+      const names = await readdir(dir.procPath);
+      const subdirs: string[] = [];
+      let next = 0;
+      const worker = async () => {
+        while (next < names.length) {
+          const name = names[next++];
+          let st: BigIntStats;
+          try {
+            st = await lstat(dir.child(name), { bigint: true });
+          } catch (err) {
+            // Deleted after its parent was read: kubelet ignores it too.
+            if (gone(err)) continue;
+            throw new Error(`unable to count inodes for ${dir.path}/${name}: ${(err as Error).message}`);
+          }
+          if (st.dev !== dev) continue; // another filesystem mounted below: not counted, not entered
+          if (st.isDirectory()) subdirs.push(name);
+          else count(st);
         }
-        // Don't descend into (or count) anything on another device: a mount below the volume.
-        if (child.dev !== top.dev) continue;
-        if (child.isDirectory()) subdirs.push([path, child]);
-        else count(child);
+      };
+      await Promise.all(Array.from({ length: Math.min(CONCURRENCY, names.length) }, worker));
+      // One open subdirectory at a time: fds stay bounded by the depth.
+      for (const name of subdirs) {
+        let child: SafeDir;
+        try {
+          child = await dir.openChild(name);
+        } catch {
+          continue; // gone, swapped for a symlink, or a mount point: not counted
+        }
+        try {
+          await walk(child);
+        } finally {
+          await child.close();
+        }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, names.length) }, worker));
-    for (const [path, child] of subdirs) await walk(path, child);
-  };
-  await walk(root, top);
+    await walk(top);
+  } finally {
+    await top.close();
+  }
   return usage;
 }
