@@ -2,7 +2,7 @@
 // whole run happens inside a private mount namespace (unshare --mount
 // --propagation private) so real mounts made by tests never reach the host.
 import { spawnSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 function findTests(dir: string): string[] {
@@ -19,14 +19,26 @@ const files = findTests('test')
   .filter((f) => filter.length === 0 || filter.some((x) => f.includes(x)))
   .sort();
 
-// The end-to-end tests check a live scrape with promtool (Debian package
-// prometheus). As root on Debian, install it rather than skip the check.
-const has = (cmd: string) => !spawnSync(cmd, ['--version'], { stdio: 'ignore' }).error;
-if (!has('promtool') && process.getuid?.() === 0 && has('apt-get')) {
-  console.log('# installing promtool: apt-get install prometheus');
+// What the tests need from Debian, installed as root when missing: promtool
+// (package prometheus) checks a live scrape; crun and busybox-static run real
+// containers on podvol's mounts (test/agent/runtime/crun.e2e.test.ts).
+// The containers' rootfs is one static busybox: a dynamic one would need a libc in it.
+function staticBusybox(): boolean {
+  if (!existsSync('/bin/busybox')) return false;
+  const q = spawnSync('dpkg-query', ['--status', 'busybox-static'], { encoding: 'utf8' });
+  return q.status === 0 && q.stdout.includes('Status: install ok installed');
+}
+const has = (cmd: string, arg = '--version') => !spawnSync(cmd, [arg], { stdio: 'ignore' }).error;
+const missing = [
+  ...(has('promtool') ? [] : ['prometheus']),
+  ...(has('crun') ? [] : ['crun']),
+  ...(staticBusybox() ? [] : ['busybox-static']),
+];
+if (missing.length > 0 && process.getuid?.() === 0 && has('apt-get')) {
+  console.log(`# installing ${missing.join(', ')}: apt-get install`);
   const aptEnv = { ...process.env, DEBIAN_FRONTEND: 'noninteractive', RUNLEVEL: '1' };
   spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env: aptEnv, timeout: 300_000 });
-  spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'prometheus'], {
+  spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing], {
     stdio: 'inherit',
     env: aptEnv,
     timeout: 600_000,

@@ -4,16 +4,25 @@
 // stderr and exit code 2, never a stack trace.
 import { Command, CommanderError } from 'commander';
 import type { CommandModule } from './cli/command.ts';
+import { mountsCommand } from './cli/mounts.ts';
 import { planCommand } from './cli/plan.ts';
 import { runCommand } from './cli/run.ts';
 import { statusCommand } from './cli/status.ts';
 import { versionCommand } from './cli/version.ts';
+import { waitCommand } from './cli/wait.ts';
 import { version } from './version.ts';
 
 export { version };
 
 /** The commands, in the order `podvol --help` lists them. */
-const commands: CommandModule[] = [runCommand, statusCommand, planCommand, versionCommand];
+const commands: CommandModule[] = [
+  runCommand,
+  statusCommand,
+  planCommand,
+  mountsCommand,
+  waitCommand,
+  versionCommand,
+];
 
 export function buildProgram(): Command {
   const program = new Command('podvol')

@@ -15,6 +15,7 @@ import { probeVolumePlugins } from '../plugins/index.ts';
 import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import { createVolumeHost } from '../volumehost/host.ts';
 import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
+import { createSubPather } from '../volumehost/subpath.ts';
 import type { Cluster } from './cluster.ts';
 import { createHttpServer } from './http.ts';
 import { createMetrics, type VolumeStatsSample } from './metrics.ts';
@@ -24,6 +25,10 @@ import { STATIC_POD_API_REFERENCE, staticPodAPIReference } from './pods/api-refe
 import { createStaticPodSource } from './pods/static-source.ts';
 import type { PodSource } from './pods/types.ts';
 import { referencedObjects } from './referenced-objects.ts';
+import { loadPeerCred } from './runtime/peercred.ts';
+import { type RuntimeServer, startRuntimeServer } from './runtime/server.ts';
+import { runtimeStateOf } from './runtime/state.ts';
+import { TerminationGate } from './runtime/termination.ts';
 import { VolumeManager } from './volumemanager/volume-manager.ts';
 import type { VolumesInUseReporter } from './volumes-in-use.ts';
 
@@ -43,11 +48,16 @@ export interface RunOptions {
   /** Cluster mode: the API pod source and the API-backed half of the volume host. */
   cluster?: Cluster;
   mounter?: mount.Interface;
+  /** --host-root: where the host's / is mounted when podvol runs in a container. */
+  hostRoot?: string;
+  /** The runtime API's unix socket (undefined: not served), and the group allowed besides root. */
+  runtimeSocket?: { path: string; group?: number };
 }
 
 export interface Daemon {
   volumeManager: VolumeManager;
   server: Server;
+  runtime?: RuntimeServer;
   /** Stops loops and listeners; waits for running operations; unmounts nothing. */
   stop(): Promise<void>;
 }
@@ -75,10 +85,17 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     );
   }
   const podManager = createPodManager(sources);
+  // Loaded before anything can be torn down: which pods a runtime may still be using.
+  const gate = new TerminationGate({ rootDir, logger: log });
+  await gate.load();
+  // Checked before anything starts, so a podvol that cannot check its callers never serves them.
+  const peerCred = o.runtimeSocket ? loadPeerCred() : undefined;
+  const subPaths = createSubPather({ rootDir, mounter, logger: log });
   const pluginMgr = new VolumePluginMgr();
   const host = createVolumeHost({
     rootDir,
     nodeName: o.nodeName,
+    hostRoot: o.hostRoot,
     mounter,
     pluginMgr,
     cluster: o.cluster?.backend,
@@ -160,8 +177,10 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     pluginMgr,
     mounter,
     logger: log,
-    pods: () => podManager.pods(),
+    pods: () => gate.filter(podManager.pods(), podManager.allSourcesReady()),
     sourcesReady: () => podManager.allSourcesReady(),
+    heldPod: (uid) => gate.held(uid),
+    cleanSubPaths: (uid, volume) => subPaths.cleanSubPaths(uid, volume),
     metrics,
     resyncPeriodMs: o.syncFrequencyMs,
     claims: o.cluster?.claims,
@@ -246,6 +265,19 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     secure,
   );
   const stopWatchingFiles = secure?.watchFiles(server as unknown as HttpsServer);
+  // The runtime socket is up before /healthz answers, so a runtime that waits for podvol finds it.
+  const runtime =
+    o.runtimeSocket && peerCred
+      ? await startRuntimeServer({
+          path: o.runtimeSocket.path,
+          group: o.runtimeSocket.group,
+          logger: log,
+          peerCred,
+          state: runtimeStateOf(vm, pluginMgr, gate),
+          host,
+          subPaths,
+        })
+      : undefined;
   await new Promise<void>((res, rej) => {
     server.once('error', rej);
     server.listen(o.listen.port, o.listen.host, () => {
@@ -278,8 +310,11 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   return {
     volumeManager: vm,
     server,
+    runtime,
     async stop() {
       stopWatchingFiles?.();
+      await runtime?.close();
+      await gate.flush();
       await Promise.all(sources.map((s) => s.stop()));
       clearInterval(statsTimer);
       await pluginWatcher.stop();

@@ -45,3 +45,9 @@ export function parseGoDuration(v: string): number {
     throw new InvalidArgumentError(`invalid duration "${v}": want e.g. 2m, 1m30s, 500ms`);
   return ms;
 }
+/** Where `podvol run` serves the runtime API and `podvol mounts`/`wait` reach it; '' disables it. */
+export const DEFAULT_RUNTIME_SOCKET = '/run/podvol/podvol.sock';
+export const runtimeSocketOption = () =>
+  new Option('--runtime-socket <path>', "the runtime API's unix socket ('' disables it in run)")
+    .env('PODVOL_RUNTIME_SOCKET')
+    .default(DEFAULT_RUNTIME_SOCKET);

@@ -2,10 +2,8 @@
 // Exit codes: 0 ok, 1 the manifest cannot be read or has unusable documents,
 // 2 usage error.
 import { readFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { type Command, Option } from 'commander';
-import { planManifest } from '../agent/ops/plan.ts';
-import { formatPlan } from '../agent/ops/plan-format.ts';
-import { createPlanContext } from '../agent/ops/plan-host.ts';
 import { setExitCode } from './command.ts';
 import { nodeNameOption, nonEmpty, rootDirOption } from './options.ts';
 
@@ -33,8 +31,15 @@ async function runPlan(flags: PlanFlags): Promise<number> {
     process.stderr.write(`podvol plan: cannot read ${flags.filename}: ${(err as Error).message}\n`);
     return 1;
   }
+  // Loaded on use, so that other commands start without the plugins' modules.
+  const [{ planManifest }, { formatPlan }, { createPlanContext }] = await Promise.all([
+    import('../agent/ops/plan.ts'),
+    import('../agent/ops/plan-format.ts'),
+    import('../agent/ops/plan-host.ts'),
+  ]);
   const ctx = createPlanContext({ rootDir: flags.rootDir, nodeName: flags.nodeName });
-  const plan = planManifest(text, flags.filename, ctx);
+  // The UID of a static pod hashes its file's path: the same absolute path `run` would see.
+  const plan = planManifest(text, flags.filename === '-' ? '-' : resolve(flags.filename), ctx);
   for (const e of plan.errors) {
     const where = `${flags.filename}${e.document !== undefined ? ` document ${e.document}` : ''}`;
     process.stderr.write(`podvol plan: ${where}: ${e.reason}: ${e.message}\n`);

@@ -2,13 +2,13 @@
 // runCommand(); the daemon itself is wired in src/agent/daemon.ts.
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { resolveAccess } from '../agent/access/serving.ts';
-import { startDaemon } from '../agent/daemon.ts';
 import { parseListen } from '../agent/http.ts';
 import { createLogger, logLevels } from '../agent/logger.ts';
+import { resolveGroup } from '../agent/runtime/group.ts';
 import { version } from '../version.ts';
 import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
 import { setExitCode, usageError } from './command.ts';
-import { nodeNameOption, rootDirOption } from './options.ts';
+import { nodeNameOption, rootDirOption, runtimeSocketOption } from './options.ts';
 
 const asListen = (v: string) => {
   try {
@@ -34,7 +34,26 @@ export interface RunFlags extends AccessFlags {
   logLevel: string;
   syncFrequency: number;
   systemdScope: 'auto' | 'off';
+  runtimeSocket: string;
+  runtimeSocketGroup?: number;
+  hostRoot: string;
 }
+
+const asGroup = (v: string) => {
+  try {
+    return resolveGroup(v);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+};
+
+const asSocketPath = (v: string) => {
+  if (v !== '' && !v.startsWith('/')) throw new InvalidArgumentError(`must be an absolute path, got "${v}"`);
+  // sun_path holds 107 bytes and a NUL.
+  if (Buffer.byteLength(v) > 107)
+    throw new InvalidArgumentError('is longer than a unix socket path may be (107 bytes)');
+  return v;
+};
 
 export async function run(flags: RunFlags): Promise<number> {
   const logger = createLogger(flags.logLevel);
@@ -68,6 +87,8 @@ export async function run(flags: RunFlags): Promise<number> {
         logger,
       })
     : undefined;
+  // Loaded here, not at the top: the other commands (mounts, wait, status) start without the daemon's modules.
+  const { startDaemon } = await import('../agent/daemon.ts');
   const daemon = await startDaemon({
     rootDir: flags.rootDir,
     nodeName: flags.nodeName,
@@ -79,6 +100,10 @@ export async function run(flags: RunFlags): Promise<number> {
     logger,
     version,
     cluster,
+    hostRoot: flags.hostRoot,
+    runtimeSocket: flags.runtimeSocket
+      ? { path: flags.runtimeSocket, group: flags.runtimeSocketGroup }
+      : undefined,
   });
   process.on('uncaughtException', (err) =>
     logger.error({ err: err.message, stack: err.stack }, 'uncaught exception'),
@@ -132,6 +157,27 @@ export function runCommand(program: Command): void {
         .env('PODVOL_SYNC_FREQUENCY')
         .default(60)
         .argParser(positiveSeconds),
+    )
+    .addOption(runtimeSocketOption().argParser(asSocketPath))
+    .addOption(
+      new Option(
+        '--runtime-socket-group <group>',
+        'a group (name or GID) whose members may use the runtime socket besides root',
+      )
+        .env('PODVOL_RUNTIME_SOCKET_GROUP')
+        .argParser(asGroup),
+    )
+    .addOption(
+      new Option(
+        '--host-root <dir>',
+        "where the host's / is (a container mounts it, e.g. /host): every hostPath is resolved under it",
+      )
+        .env('PODVOL_HOST_ROOT')
+        .default('/')
+        .argParser((v: string) => {
+          if (!v.startsWith('/')) throw new InvalidArgumentError(`must be an absolute path, got "${v}"`);
+          return v.length > 1 ? v.replace(/\/+$/, '') : v;
+        }),
     )
     .addOption(
       new Option('--log-level <level>', 'log level')

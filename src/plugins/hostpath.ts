@@ -4,6 +4,7 @@
 import { lstat, mkdir, open, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { V1HostPathVolumeSource } from '@kubernetes/client-node';
+import { resolveInRoot } from '../volumehost/hostroot.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { type Mounter, type Spec, VolumeError, type VolumePlugin } from './types.ts';
 
@@ -162,7 +163,18 @@ export function hostPathPlugin(): VolumePlugin {
           validatePathNoBacksteps(src.path);
           if (!src.type) return;
           // A relative path (the API server admits one) is taken from /, kubelet's working directory.
-          await checkHostPathType(resolve('/', src.path), src.type);
+          const path = resolve('/', src.path);
+          // In a container, the host's files are under --host-root; messages name the host path.
+          const root = _host.getHostRoot?.() ?? '/';
+          if (root === '/') return checkHostPathType(path, src.type);
+          const onHost = await resolveInRoot(root, path);
+          try {
+            await checkHostPathType(onHost, src.type);
+          } catch (err) {
+            if (err instanceof VolumeError)
+              throw new VolumeError(err.reason, err.message.replaceAll(onHost, path));
+            throw err;
+          }
         },
         setUpAt: () => Promise.reject(new Error('SetUpAt() does not make sense for host paths')),
       };

@@ -37,6 +37,8 @@ export interface VolumeHostOptions {
   rootDir: string;
   nodeName: string;
   hostName?: string;
+  /** --host-root: where the host's / is mounted (default '/'). */
+  hostRoot?: string;
   mounter: mount.Interface;
   pluginMgr: VolumePluginMgr;
   exec?: Exec;
@@ -114,6 +116,7 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
     getMounter: () => opts.mounter,
     getExec: () => exec,
     getHostName: () => opts.hostName ?? hostname(),
+    getHostRoot: () => opts.hostRoot ?? '/',
     getHostIP: () => (cluster.node ? cluster.node()?.hostIP : standaloneHostIP()),
     getNodeName: () => opts.nodeName,
     getNodeAllocatable: () => {

@@ -42,6 +42,8 @@ export interface VolumeHost {
   getMounter(): mount.Interface;
   getExec(): Exec;
   getHostName(): string;
+  /** Where the host's / is (--host-root; '/' unless podvol runs in a container): hostPaths are resolved under it. */
+  getHostRoot?(): string;
   getHostIP(): string | undefined;
   getNodeName(): string;
   getNodeAllocatable(): Record<string, string>;

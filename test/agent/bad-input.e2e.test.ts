@@ -127,7 +127,8 @@ mountTest('bad volumes get precise reasons; the rest of the pod and other pods w
   }
 
   // Nothing outside the pod directories: the temp base holds only what the test made.
-  assert.deepEqual((await readdir(base)).sort(), ['a-file', 'manifests', 'root']);
+  // run/ holds the runtime socket the test helper gives the daemon.
+  assert.deepEqual((await readdir(base)).sort(), ['a-file', 'manifests', 'root', 'run']);
   assert.deepEqual(
     (await readdir(root)).sort(),
     ['plugins_registry', 'pods', 'podvol'],

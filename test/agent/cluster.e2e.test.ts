@@ -4,8 +4,16 @@ import assert from 'node:assert/strict';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
+import { callRuntime } from '../../src/agent/runtime/client.ts';
 import { startTestApiServer } from '../apiserver/server.ts';
-import { mountsBelow, type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
+import {
+  mountsBelow,
+  type PodvolProcess,
+  runtimeSocketOf,
+  startPodvol,
+  waitFor,
+  waitGone,
+} from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
@@ -141,6 +149,14 @@ mountTest(
     assert.deepEqual(await mountsBelow(root), tableBefore, 'no volume was unmounted or remounted');
     assert.ok(!p.logLines().some((l) => l.msg === 'UnmountVolume.TearDown succeeded'));
 
+    // A runtime took the pod's mounts, so its volumes outlive the deletion until the grace period ends.
+    const handed = await callRuntime(
+      runtimeSocketOf(root),
+      'GET',
+      `/v1/pods/${uid}/containers/app/mounts`,
+      30_000,
+    );
+    assert.equal(handed.status, 200);
     // The pod goes away: everything is torn down and its directory removed.
     api.store.delete('pods', 'default', 'web', { gracePeriodSeconds: 3 });
     await new Promise((r) => setTimeout(r, 200));

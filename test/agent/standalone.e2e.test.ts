@@ -7,11 +7,17 @@ import { join } from 'node:path';
 import { mountsBelow, type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 
-const pod = (name: string, labels: Record<string, string>, volumes: unknown[], mounts: string[]) =>
+const pod = (
+  name: string,
+  labels: Record<string, string>,
+  volumes: unknown[],
+  mounts: string[],
+  uid?: string,
+) =>
   JSON.stringify({
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name, namespace: 'default', labels },
+    metadata: { name, namespace: 'default', labels, ...(uid ? { uid } : {}) },
     spec: {
       containers: [
         {
@@ -110,7 +116,7 @@ mountTest('volumes appear with kubelet layout, modes, sizes and symlinks', async
   // The annotations kubelet's pod config adds to a static pod, in FormatMap order.
   assert.match(
     await readFile(join(info, 'annotations'), 'utf8'),
-    /^kubernetes\.io\/config\.hash="[0-9a-f-]{36}"\nkubernetes\.io\/config\.seen="\d{4}-\d\d-\d\dT[\d:.]+Z"\nkubernetes\.io\/config\.source="file"$/,
+    /^kubernetes\.io\/config\.hash="[0-9a-f]{32}"\nkubernetes\.io\/config\.seen="\d{4}-\d\d-\d\dT[\d:.]+Z"\nkubernetes\.io\/config\.source="file"$/,
   );
   assert.equal(await readFile(join(info, 'cpu'), 'utf8'), '250');
   assert.equal((await stat(join(info, 'labels'))).mode & 0o777, 0o644);
@@ -141,6 +147,11 @@ mountTest('volumes appear with kubelet layout, modes, sizes and symlinks', async
 
 mountTest('a label change rewrites downwardAPI files atomically', async (t) => {
   const { root, manifests } = await setup(t);
+  // An explicit UID keeps the edited manifest the same pod (without one, every edit is a new pod, as in kubelet).
+  await writeFile(
+    join(manifests, 'web.json'),
+    pod('web', { app: 'web', tier: 'one' }, webVolumes, ['scratch', 'fast', 'info'], 'web-fixed-uid'),
+  );
   const p = await startPodvol({ rootDir: root, manifests });
   t.after(() => p.stop());
   await waitFor('web mounted', () => allMounted('web-testnode')(p));
@@ -169,7 +180,7 @@ mountTest('a label change rewrites downwardAPI files atomically', async (t) => {
   for (const tier of ['two', 'three', 'four']) {
     await writeFile(
       join(manifests, 'web.json'),
-      pod('web', { app: 'web', tier }, webVolumes, ['scratch', 'fast', 'info']),
+      pod('web', { app: 'web', tier }, webVolumes, ['scratch', 'fast', 'info'], 'web-fixed-uid'),
     );
     await waitFor(`tier ${tier}`, async () => (await readFile(join(info, 'tier'), 'utf8')) === tier, 10_000);
   }

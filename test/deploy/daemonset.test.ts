@@ -172,10 +172,22 @@ describe('deploy/daemonset.yaml, the pod', () => {
     assert.equal(volume.hostPath?.path, rootDir, 'the host path and the container path agree');
   });
 
-  test('takes the node name from spec.nodeName', () => {
+  test("serves a node name derived from spec.nodeName, never the kubelet's own by default", () => {
     const env = container.env!.find((e) => e.name === 'NODE_NAME');
     assert.equal(env?.valueFrom?.fieldRef?.fieldPath, 'spec.nodeName');
-    assert.ok(container.args!.includes('--node-name=$(NODE_NAME)'));
+    const suffix = container.env!.find((e) => e.name === 'PODVOL_NODE_SUFFIX');
+    assert.ok(suffix?.value, 'a non-empty suffix by default');
+    assert.ok(container.args!.includes('--node-name=$(NODE_NAME)$(PODVOL_NODE_SUFFIX)'));
+  });
+
+  test("resolves hostPaths under the host's / and serves the runtime socket on the host", () => {
+    assert.ok(container.args!.includes('--host-root=/host'));
+    const host = container.volumeMounts!.find((m) => m.mountPath === '/host')!;
+    assert.equal(pod.volumes!.find((v) => v.name === host.name)?.hostPath?.path, '/');
+    const sock = container.args!.find((a) => a.startsWith('--runtime-socket='))!.split('=')[1];
+    const dir = container.volumeMounts!.find((m) => m.mountPath === '/run/podvol')!;
+    assert.equal(sock, '/run/podvol/podvol.sock');
+    assert.equal(pod.volumes!.find((v) => v.name === dir.name)?.hostPath?.path, '/run/podvol');
   });
 
   test('is node-critical, tolerates every taint and rolls one node at a time', () => {

@@ -8,6 +8,9 @@ import { httpsRequest } from './https.ts';
 
 export const repoRoot = join(import.meta.dirname, '..', '..');
 
+/** Where startPodvol's daemon serves the runtime API: beside the root dir, in the test's temp dir. */
+export const runtimeSocketOf = (rootDir: string) => join(rootDir, '..', 'run', 'podvol.sock');
+
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();
@@ -86,6 +89,9 @@ export async function startPodvol(args: {
     '--node-name',
     'testnode',
     ...(args.manifests ? ['--pod-manifest-path', args.manifests] : []),
+    // Never the global /run/podvol: each test's daemon has its own socket.
+    '--runtime-socket',
+    runtimeSocketOf(args.rootDir),
     ...(args.extra ?? []),
   ];
   const proc = spawn(process.execPath, argv, {

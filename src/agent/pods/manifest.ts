@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
 import { dns1123LabelErrors, validatePodVolumes } from '../../plugins/validation.ts';
+import { canonicalJSON } from '../volumemanager/reconciler.ts';
 import { defaultPod } from './defaults.ts';
 import type { SourceError } from './types.ts';
 
@@ -29,21 +30,21 @@ function isObj(v: unknown): v is Obj {
 const q = (v: unknown): string => JSON.stringify(v) ?? String(v);
 
 /**
- * The UID of a static pod whose manifest sets no metadata.uid:
- * sha256("<namespace>/<name>@<nodeName>") (UTF-8, name as written in the
- * manifest, before the node suffix), first 16 bytes, formatted as an RFC 9562
- * version-8 UUID (version nibble 8, variant bits 10).
- *
- * kubelet instead hashes the whole pod plus the file path, so every edit makes
- * a new pod; here the UID only changes if namespace, name or node does, so an
- * edited manifest updates the same pod and its volumes survive.
+ * The UID of a static pod whose manifest sets no metadata.uid, as kubelet
+ * derives it (pkg/kubelet/config/common.go applyDefaults): a hash of the whole
+ * pod as read and defaulted, then of "host:<node>" and "file:<path>", as 32
+ * hex digits. Every edit of the manifest makes a new pod, so the old one goes
+ * away under the runtime contract's teardown rule and never has its volumes
+ * changed under it. (kubelet hashes Go's internal object with MD5; podvol
+ * hashes the canonical JSON of the defaulted pod with MD5, so the UIDs are
+ * kubelet-shaped and change exactly when kubelet's do, but are not equal.)
  */
-export function staticPodUID(namespace: string, name: string, nodeName: string): string {
-  const b = createHash('sha256').update(`${namespace}/${name}@${nodeName}`, 'utf8').digest().subarray(0, 16);
-  b[6] = (b[6] & 0x0f) | 0x80;
-  b[8] = (b[8] & 0x3f) | 0x80;
-  const h = b.toString('hex');
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+export function staticPodUID(defaulted: V1Pod, nodeName: string, file: string): string {
+  return createHash('md5')
+    .update(canonicalJSON(defaulted), 'utf8')
+    .update(`host:${nodeName}`, 'utf8')
+    .update(`file:${file}`, 'utf8')
+    .digest('hex');
 }
 
 /** kubelet's generatePodName: static pods are suffixed so the name is unique across nodes. */
@@ -157,13 +158,15 @@ function podErrors(doc: Obj): string[] {
 }
 
 // What kubelet's applyDefaults does to a pod read from a file.
-function applyStaticDefaults(doc: Obj, nodeName: string): V1Pod {
+function applyStaticDefaults(doc: Obj, nodeName: string, file: string): V1Pod {
   const pod = structuredClone(doc) as Obj & { metadata: Obj; spec: Obj };
   const meta = pod.metadata;
   const name = meta.name as string;
   const namespace = typeof meta.namespace === 'string' && meta.namespace !== '' ? meta.namespace : 'default';
   const uid =
-    typeof meta.uid === 'string' && meta.uid !== '' ? meta.uid : staticPodUID(namespace, name, nodeName);
+    typeof meta.uid === 'string' && meta.uid !== ''
+      ? meta.uid
+      : staticPodUID(defaultPod(doc as unknown as V1Pod), nodeName, file);
   meta.name = staticPodName(name, nodeName);
   meta.namespace = namespace;
   meta.uid = uid;
@@ -289,7 +292,7 @@ export function parseManifestFile(text: string, file: string, nodeName: string):
       err('InvalidPod', `invalid pod: ${problems.join('; ')}`, ns, name);
       continue;
     }
-    const pod = applyStaticDefaults(v, nodeName);
+    const pod = applyStaticDefaults(v, nodeName, file);
     const finalName = pod.metadata?.name ?? '';
     const nameProblems = subdomainErrors(finalName);
     if (nameProblems.length > 0) {

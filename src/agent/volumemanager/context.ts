@@ -9,6 +9,7 @@ import type { VolumeHost } from '../../volumehost/types.ts';
 import type { ActualStateOfWorld } from './actual-state.ts';
 import type { DesiredStateOfWorld } from './desired-state.ts';
 import type { OperationExecutor } from './operation-executor.ts';
+import type { Terminating } from './status.ts';
 
 export interface VolumeManagerMetrics {
   operation(plugin: string, operation: 'volume_mount' | 'volume_unmount', ok: boolean, seconds: number): void;
@@ -29,4 +30,12 @@ export interface VolumeManagerContext {
   dsw: DesiredStateOfWorld;
   asw: ActualStateOfWorld;
   executor: OperationExecutor;
+  /**
+   * The runtime contract's teardown rule: a pod no longer desired whose
+   * volumes a runtime may still use is held (with its deadline) until the
+   * runtime reports it terminated or its grace period is over.
+   */
+  heldPod?: (uid: string) => Terminating | undefined;
+  /** kubelet's subpather.CleanSubPaths: a volume's subPath bind mounts go before the volume. */
+  cleanSubPaths?: (podUID: string, innerName: string) => Promise<void>;
 }

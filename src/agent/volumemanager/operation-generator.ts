@@ -126,6 +126,7 @@ export async function unmountVolume(ctx: VolumeManagerContext, v: MountedVolume)
   };
   const t0 = performance.now();
   try {
+    await ctx.cleanSubPaths?.(v.podUID, v.innerName);
     await pluginMgr.findPluginByName(v.pluginName).newUnmounter(v.innerName, v.podUID).tearDown();
   } catch (err) {
     const seconds = (performance.now() - t0) / 1000;

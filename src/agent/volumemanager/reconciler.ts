@@ -1,6 +1,7 @@
 // kubelet's reconciler: compares the desired and actual states of the world and
-// starts the operations that close the gap. Unmounts come first, so a volume
-// whose spec or plugin changed is torn down before it is set up again.
+// starts the operations that close the gap. Only volumes of pods no longer
+// desired are unmounted (and not while the runtime contract holds them): a
+// pod whose volume spec changed under the same UID keeps what it has mounted.
 import type { MountedVolume } from './actual-state.ts';
 import type { VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
@@ -27,12 +28,26 @@ export function canonicalJSON(value: unknown): string {
 const sameSpec = (v: MountedVolume, d: VolumeToMount) =>
   !v.specExact || canonicalJSON(v.spec.volume) === canonicalJSON(d.spec?.volume);
 
-/** kubelet's reconciler.unmountVolumes: every mounted volume no longer desired as it is. */
+/**
+ * A desired volume whose spec changed under the same pod UID (a static pod
+ * edited with an explicit metadata.uid): volumes kubelet re-renders
+ * (configMap, secret, downwardAPI, projected) are re-rendered in place; any
+ * other change waits for the pod to be recreated, because unmounting would
+ * pull the volume from under containers that still use it.
+ */
+export function specChange(v: MountedVolume, d: VolumeToMount | undefined): 'none' | 'rerender' | 'restart' {
+  if (!d || d.problem) return 'none';
+  if (d.pluginName === v.pluginName && sameSpec(v, d)) return 'none';
+  return d.pluginName === v.pluginName && d.requiresRemount ? 'rerender' : 'restart';
+}
+
+/** kubelet's reconciler.unmountVolumes: every mounted volume of a pod no longer desired nor held. */
 export function unmountVolumes(ctx: VolumeManagerContext): void {
   const { asw, dsw, executor } = ctx;
   for (const v of asw.all()) {
-    const d = dsw.volume(v.key);
-    if (d && !d.problem && d.pluginName === v.pluginName && sameSpec(v, d)) continue;
+    // A pod still desired keeps every volume it has mounted, whatever its spec now says.
+    if (dsw.pod(v.podUID)) continue;
+    if (ctx.heldPod?.(v.podUID)) continue;
     executor.run(v.key, 'volume_unmount', () => unmountVolume(ctx, v));
   }
 }
@@ -42,8 +57,9 @@ export function mountVolumes(ctx: VolumeManagerContext): void {
   const { asw, dsw, executor } = ctx;
   for (const d of dsw.volumesToMount()) {
     const v = asw.get(d.key);
-    if (v && (v.pluginName !== d.pluginName || !sameSpec(v, d))) continue; // unmount first
-    if (v && v.state === 'mounted' && !v.remountRequired) continue;
+    const change = v ? specChange(v, d) : 'none';
+    if (change === 'restart') continue;
+    if (v && v.state === 'mounted' && !v.remountRequired && change === 'none') continue;
     const pod = dsw.pod(d.podUID)?.pod;
     if (!pod) continue;
     executor.run(d.key, 'volume_mount', () => mountVolume(ctx, d, pod, v));

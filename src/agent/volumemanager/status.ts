@@ -2,8 +2,8 @@
 // when it is not ready, the reason. Built from the desired and actual states
 // and the operation executor; never holds secret data.
 import { reasonOf, type Spec } from '../../plugins/types.ts';
-import type { ActualStateOfWorld } from './actual-state.ts';
-import type { DesiredStateOfWorld } from './desired-state.ts';
+import type { ActualStateOfWorld, MountedVolume } from './actual-state.ts';
+import type { DesiredStateOfWorld, VolumeToMount } from './desired-state.ts';
 import type { OperationExecutor } from './operation-executor.ts';
 import type { VolumeUsage } from './volume-stats.ts';
 
@@ -29,11 +29,27 @@ export interface VolumeStatus {
   sizeLimit?: string;
 }
 
+/** A pod no longer desired whose volumes are held for a runtime (the runtime contract's rule 4). */
+export interface Terminating {
+  since: string;
+  deadline: string;
+  secondsLeft: number;
+}
+
+export interface StatusHooks {
+  held(uid: string): Terminating | undefined;
+  specChange(v: MountedVolume, d: VolumeToMount | undefined): 'none' | 'rerender' | 'restart';
+}
+
+export const SPEC_CHANGE_REASON = 'SpecChangeRequiresRestart';
+
 export interface PodStatus {
   namespace: string;
   name: string;
   uid: string;
   volumes: VolumeStatus[];
+  /** Set while the pod is terminating: its volumes stay until the runtime says terminated or the time is up. */
+  terminating?: Terminating;
   /** Set when the pod's directory could not be cleaned up. */
   message?: string;
 }
@@ -51,12 +67,29 @@ export function buildStatus(
   podErrors: Map<string, string>,
   phaseOf: (podUID: string, innerName: string, pluginName: string) => string | undefined = () => undefined,
   usage: (key: string) => VolumeUsage | undefined = () => undefined,
+  hooks?: StatusHooks,
+  onlyUID?: string,
 ): PodStatus[] {
   const out: PodStatus[] = [];
-  for (const p of dsw.pods()) {
+  const desiredPods = onlyUID === undefined ? dsw.pods() : [dsw.pod(onlyUID)].filter((p) => p !== undefined);
+  for (const p of desiredPods) {
     const volumes: VolumeStatus[] = [];
     for (const d of p.volumes.values()) {
       const v = asw.get(d.key);
+      if (v?.state === 'mounted' && hooks?.specChange(v, d) === 'restart') {
+        volumes.push({
+          name: d.volumeName,
+          plugin: v.pluginName,
+          path: v.path,
+          attempts: 0,
+          since: new Date(d.since).toISOString(),
+          state: 'mounted',
+          reason: SPEC_CHANGE_REASON,
+          message:
+            'the volume spec changed; it stays as mounted and the change takes effect when the pod is recreated',
+        });
+        continue;
+      }
       const op = executor.state(d.key);
       const u = v?.state === 'mounted' ? usage(d.key) : undefined;
       const base = {
@@ -90,6 +123,19 @@ export function buildStatus(
         volumes.push({ ...base, state: 'pending', reason: '', message: '' });
       }
     }
+    // Volumes the pod no longer names stay mounted under it until it is recreated.
+    for (const v of asw.all()) {
+      if (v.podUID !== p.uid || p.volumes.has(v.volumeName)) continue;
+      volumes.push({
+        name: v.volumeName,
+        plugin: v.pluginName,
+        path: v.path,
+        attempts: 0,
+        state: 'mounted',
+        reason: SPEC_CHANGE_REASON,
+        message: 'the volume is no longer in the pod spec; it stays mounted until the pod is recreated',
+      });
+    }
     volumes.sort((a, b) => a.name.localeCompare(b.name));
     out.push({
       namespace: p.pod.metadata?.namespace ?? '',
@@ -100,17 +146,19 @@ export function buildStatus(
   }
   const leaving = new Map<string, PodStatus>();
   for (const v of asw.all()) {
-    if (dsw.pod(v.podUID)) continue;
+    if (dsw.pod(v.podUID) || (onlyUID !== undefined && v.podUID !== onlyUID)) continue;
+    const held = hooks?.held(v.podUID);
     let pod = leaving.get(v.podUID);
     if (!pod) {
       pod = { namespace: v.podNamespace, name: v.podName, uid: v.podUID, volumes: [] };
+      if (held) pod.terminating = held;
       leaving.set(v.podUID, pod);
     }
     const op = executor.state(v.key);
     pod.volumes.push({
       name: v.volumeName,
       plugin: v.pluginName,
-      state: 'unmounting',
+      state: held ? 'mounted' : 'unmounting',
       path: v.path,
       reason: op?.lastError ? reasonOf(op.lastError, 'UnmountFailed') : '',
       message: op?.lastError?.message ?? '',
@@ -118,6 +166,7 @@ export function buildStatus(
     });
   }
   for (const [uid, message] of podErrors) {
+    if (onlyUID !== undefined && uid !== onlyUID) continue;
     if (!dsw.pod(uid) && !leaving.has(uid))
       leaving.set(uid, { namespace: '', name: '', uid, volumes: [], message });
   }

@@ -15,9 +15,9 @@ import { DesiredStateOfWorld } from './desired-state.ts';
 import { OperationExecutor } from './operation-executor.ts';
 import { cleanupOrphanedPodDirs } from './orphan-cleanup.ts';
 import { DesiredStateOfWorldPopulator } from './populator.ts';
-import { mountVolumes, unmountVolumes } from './reconciler.ts';
+import { mountVolumes, specChange, unmountVolumes } from './reconciler.ts';
 import { cleanOrphanVolumes, type FailedReconstruction, reconstructVolumes } from './reconstruction.ts';
-import { buildStatus, type PodStatus } from './status.ts';
+import { buildStatus, type PodStatus, type Terminating } from './status.ts';
 import { EmptyDirStats } from './volume-stats.ts';
 
 export interface VolumeManagerOptions {
@@ -44,6 +44,10 @@ export interface VolumeManagerOptions {
   phaseOf?: (podUID: string, innerName: string, pluginName: string) => string | undefined;
   /** How often emptyDir usage is measured (kubelet's volume stats period, 1 min). */
   volumeStatsPeriodMs?: number;
+  /** See VolumeManagerContext: the runtime contract's hold on pods no longer desired. */
+  heldPod?: (uid: string) => Terminating | undefined;
+  /** See VolumeManagerContext: subPath mounts removed before their volume. */
+  cleanSubPaths?: (podUID: string, innerName: string) => Promise<void>;
 }
 
 const noMetrics: VolumeManagerMetrics = {
@@ -58,9 +62,15 @@ export class VolumeManager {
   readonly asw = new ActualStateOfWorld();
   readonly executor: OperationExecutor;
   readonly #o: Required<
-    Omit<VolumeManagerOptions, 'metrics' | 'claims' | 'housekeeping' | 'phaseOf' | 'volumeStatsPeriodMs'>
+    Omit<
+      VolumeManagerOptions,
+      'metrics' | 'claims' | 'housekeeping' | 'phaseOf' | 'volumeStatsPeriodMs' | 'heldPod' | 'cleanSubPaths'
+    >
   > &
-    Pick<VolumeManagerOptions, 'claims' | 'housekeeping' | 'phaseOf' | 'volumeStatsPeriodMs'> & {
+    Pick<
+      VolumeManagerOptions,
+      'claims' | 'housekeeping' | 'phaseOf' | 'volumeStatsPeriodMs' | 'heldPod' | 'cleanSubPaths'
+    > & {
       metrics: VolumeManagerMetrics;
     };
   /** emptyDir usage against sizeLimit. */
@@ -101,6 +111,8 @@ export class VolumeManager {
       dsw: this.dsw,
       asw: this.asw,
       executor: this.executor,
+      heldPod: this.#o.heldPod,
+      cleanSubPaths: this.#o.cleanSubPaths,
     };
     this.stats = new EmptyDirStats(this.#ctx, { periodMs: this.#o.volumeStatsPeriodMs, now: this.#o.now });
     this.#populator = new DesiredStateOfWorldPopulator(this.#ctx, {
@@ -156,10 +168,35 @@ export class VolumeManager {
   }
 
   status(): PodStatus[] {
-    return buildStatus(this.dsw, this.asw, this.executor, this.#housekeepingErrors, this.#o.phaseOf, (key) =>
-      this.stats.get(key),
+    return buildStatus(
+      this.dsw,
+      this.asw,
+      this.executor,
+      this.#housekeepingErrors,
+      this.#o.phaseOf,
+      (key) => this.stats.get(key),
+      this.#statusHooks,
     );
   }
+
+  /** One pod's entry of status(), or undefined when podvol does not know the pod. */
+  podStatus(uid: string): PodStatus | undefined {
+    return buildStatus(
+      this.dsw,
+      this.asw,
+      this.executor,
+      this.#housekeepingErrors,
+      this.#o.phaseOf,
+      (key) => this.stats.get(key),
+      this.#statusHooks,
+      uid,
+    )[0];
+  }
+
+  readonly #statusHooks = {
+    held: (uid: string) => this.#o.heldPod?.(uid),
+    specChange,
+  };
 
   async reconstruct(): Promise<void> {
     this.#failedReconstruction = await reconstructVolumes(this.#ctx);

@@ -8,13 +8,13 @@ import { test } from 'node:test';
 import { planManifest } from '../../../src/agent/ops/plan.ts';
 import { stepLine } from '../../../src/agent/ops/plan-format.ts';
 import { createPlanContext } from '../../../src/agent/ops/plan-host.ts';
-import { staticPodUID } from '../../../src/agent/pods/manifest.ts';
 import { kernelSupportsNoswap } from '../../../src/plugins/memory.ts';
 import { mountsBelow, startPodvol, waitFor } from '../../helpers/daemon.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
 import { runCli } from './cli.ts';
 
-const uid = staticPodUID('default', 'demo', 'testnode');
+// An explicit UID keeps the expected paths independent of the manifest's bytes.
+const uid = 'demo-0000-uid';
 const noswap = kernelSupportsNoswap(release()) ? ',noswap' : '';
 
 /** emptyDir Memory with a sizeLimit, downwardAPI, hostPath DirectoryOrCreate, an unused and a broken volume. */
@@ -22,7 +22,7 @@ function demoPod(hostPath: string): string {
   return JSON.stringify({
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name: 'demo', labels: { app: 'demo' } },
+    metadata: { name: 'demo', uid, labels: { app: 'demo' } },
     spec: {
       containers: [
         {

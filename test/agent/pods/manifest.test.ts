@@ -6,7 +6,6 @@ import {
   MAX_MANIFEST_BYTES,
   parseManifestFile,
   staticPodName,
-  staticPodUID,
 } from '../../../src/agent/pods/manifest.ts';
 
 const pod = (name: string, extra = '') => `apiVersion: v1
@@ -218,7 +217,7 @@ spec:
     const p = pods[0];
     assert.equal(p.metadata?.name, 'web-node-a');
     assert.equal(p.metadata?.namespace, 'default');
-    assert.equal(p.metadata?.uid, staticPodUID('default', 'web', 'Node-A'));
+    assert.match(p.metadata?.uid ?? '', /^[0-9a-f]{32}$/);
     assert.equal(p.metadata?.annotations?.[CONFIG_HASH_ANNOTATION], p.metadata?.uid);
     assert.equal(p.metadata?.annotations?.[CONFIG_SOURCE_ANNOTATION], 'file');
     assert.equal(p.spec?.nodeName, 'Node-A');
@@ -255,35 +254,41 @@ spec:
 });
 
 describe('staticPodUID', () => {
-  test('is stable and formatted as a version-8 UUID', () => {
-    const a = staticPodUID('default', 'web', 'node-a');
-    assert.equal(a, staticPodUID('default', 'web', 'node-a'));
-    assert.match(a, /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  const uidOf = (text: string, file = '/m/a.yaml', node = 'n') =>
+    parseManifestFile(text, file, node).pods[0].metadata?.uid;
+
+  test('is 32 hex digits, like kubelet', () => {
+    assert.match(uidOf(pod('web')) ?? '', /^[0-9a-f]{32}$/);
+    assert.equal(uidOf(pod('web')), uidOf(pod('web')));
   });
 
-  test('is sha256("<namespace>/<name>@<node>") truncated to 16 bytes', async () => {
-    const { createHash } = await import('node:crypto');
-    const hex = createHash('sha256').update('default/web@node-a').digest('hex');
-    const uid = staticPodUID('default', 'web', 'node-a').replaceAll('-', '');
-    assert.equal(uid.slice(0, 12), hex.slice(0, 12));
-    assert.equal(uid.slice(13, 16), hex.slice(13, 16));
-    assert.equal(uid.slice(17), hex.slice(17, 32));
+  test('changes with any edit of the manifest, the node or the file path, as in kubelet', () => {
+    const base = uidOf(pod('web'));
+    assert.notEqual(uidOf(pod('web', '  labels: {x: z}\n')), base);
+    assert.notEqual(uidOf(pod('web2')), base);
+    assert.notEqual(uidOf(pod('web'), '/m/b.yaml'), base);
+    assert.notEqual(uidOf(pod('web'), '/m/a.yaml', 'other'), base);
   });
 
-  test('differs when namespace, name or node differ', () => {
-    const base = staticPodUID('default', 'web', 'node-a');
-    assert.notEqual(staticPodUID('other', 'web', 'node-a'), base);
-    assert.notEqual(staticPodUID('default', 'web2', 'node-a'), base);
-    assert.notEqual(staticPodUID('default', 'web', 'node-b'), base);
+  test('hashes the defaulted pod: spelling out a default does not change it', () => {
+    const a = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'w' },
+      spec: { containers: [{ name: 'c', image: 'i' }] },
+    });
+    const b = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'w' },
+      spec: { restartPolicy: 'Always', containers: [{ name: 'c', image: 'i' }] },
+    });
+    assert.equal(uidOf(a, '/m/a.json'), uidOf(b, '/m/a.json'));
   });
 
-  test('does not change when the rest of the manifest changes', () => {
-    const a = parseManifestFile(pod('web'), '/m/a.yaml', 'n').pods[0];
-    const b = parseManifestFile(pod('web', '  labels: {x: z}\n'), '/m/b.yaml', 'n').pods[0];
-    assert.equal(a.metadata?.uid, b.metadata?.uid);
-  });
-
-  test('staticPodName appends the lower-cased node name like kubelet', () => {
-    assert.equal(staticPodName('web', 'Node-A'), 'web-node-a');
+  test('an explicit metadata.uid is kept across edits', () => {
+    const withUID = (labels: string) => pod('web', `  uid: fixed-uid-1\n${labels}`);
+    assert.equal(uidOf(withUID('')), 'fixed-uid-1');
+    assert.equal(uidOf(withUID('  labels: {x: z}\n')), 'fixed-uid-1');
   });
 });

@@ -106,7 +106,8 @@ describe('static pod source', () => {
     await writeFile(join(dir, 'web.yaml'), manifest('web', 'app: demo, version: two'));
     await waitFor('pod web to get the new label', () => src.pods()[0]?.metadata?.labels?.version === 'two');
     assert.ok(changes() > beforeChange, 'onChange fired for the change');
-    assert.equal(src.pods()[0].metadata?.uid, uid, 'an edited manifest keeps its pod UID');
+    // As in kubelet, the UID hashes the whole manifest: an edit is a new pod.
+    assert.notEqual(src.pods()[0].metadata?.uid, uid, 'an edited manifest is a new pod');
 
     const beforeRemove = changes();
     await rm(join(dir, 'web.yaml'));
@@ -160,7 +161,8 @@ describe('static pod source', () => {
     assert.equal(src.pods()[0].metadata?.labels?.app, 'demo');
     assert.deepEqual(
       src.errors().map((e) => [e.file, e.reason]),
-      [[join(dir, 'b.yaml'), 'DuplicateUID']],
+      // The UIDs differ (they hash the file path); the name is what collides.
+      [[join(dir, 'b.yaml'), 'DuplicatePod']],
     );
   });
 

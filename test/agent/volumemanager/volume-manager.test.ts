@@ -44,15 +44,42 @@ test('the same pod delivered with its keys in another order is not remounted', a
   assert.equal(h.vm.asw.get('a/data')?.state, 'mounted');
 });
 
-test('a changed volume spec is unmounted first, then set up again', async (t) => {
+test('a changed volume spec under the same pod UID never unmounts: it waits for the pod to be recreated', async (t) => {
   const h = await harness(t, [pod('a', [{ name: 'v', emptyDir: {} }])]);
   h.setReady(true);
   await h.settle();
   await mkdir(join(h.root, 'elsewhere'));
   h.setPods([pod('a', [{ name: 'v', hostPath: { path: join(h.root, 'elsewhere'), type: 'Directory' } }])]);
   await h.settle();
+  assert.ok(
+    (await stat(join(h.root, 'pods/a/volumes/kubernetes.io~empty-dir/v'))).isDirectory(),
+    'still there',
+  );
+  assert.equal(h.vm.asw.get('a/v')?.pluginName, 'kubernetes.io/empty-dir');
+  const v = h.vm.podStatus('a')?.volumes.find((x) => x.name === 'v');
+  assert.equal(v?.state, 'mounted');
+  assert.equal(v?.reason, 'SpecChangeRequiresRestart');
+  // The pod recreated (a new UID) gets the new spec.
+  h.setPods([pod('b', [{ name: 'v', hostPath: { path: join(h.root, 'elsewhere'), type: 'Directory' } }])]);
+  await h.settle();
   await assert.rejects(stat(join(h.root, 'pods/a/volumes/kubernetes.io~empty-dir/v')), { code: 'ENOENT' });
-  assert.equal(h.vm.asw.get('a/v')?.pluginName, 'kubernetes.io/host-path');
+  assert.equal(h.vm.asw.get('b/v')?.pluginName, 'kubernetes.io/host-path');
+});
+
+test('a changed downwardAPI spec under the same pod UID is re-rendered in place', async (t) => {
+  const dapi = (path: string) => [
+    { name: 'info', downwardAPI: { items: [{ path, fieldRef: { fieldPath: 'metadata.name' } }] } },
+  ];
+  const h = await harness(t, [pod('a', dapi('one'))]);
+  h.setReady(true);
+  await h.settle();
+  const dir = join(h.root, 'pods/a/volumes/kubernetes.io~downward-api/info');
+  assert.equal(await readFile(join(dir, 'one'), 'utf8'), 'p-a');
+  h.setPods([pod('a', dapi('two'))]);
+  await h.settle();
+  assert.equal(await readFile(join(dir, 'two'), 'utf8'), 'p-a');
+  await assert.rejects(stat(join(dir, 'one')), { code: 'ENOENT' });
+  assert.equal(h.vm.podStatus('a')?.volumes[0].reason, '');
 });
 
 test('a restart reconstructs volumes from disk as uncertain and adopts them', async (t) => {

@@ -1,0 +1,185 @@
+// The runtime API's endpoints, as functions from a request to a status and a
+// JSON body, so they are tested without a socket:
+//   GET  /v1/pods                                  the pods podvol knows
+//   GET  /v1/pods/{uid}/volumes?wait=S&for=F       WaitForAttachAndMount / WaitForUnmount
+//   GET  /v1/pods/{uid}/containers/{name}/mounts   makeMounts + GetExtraSupplementalGroupsForPod
+//   POST /v1/pods/{uid}/terminated                 every container of the pod has stopped
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { VolumeHost } from '../../volumehost/types.ts';
+import type { PodStatus } from '../volumemanager/status.ts';
+import { notFound, RuntimeApiError } from './errors.ts';
+import { extraSupplementalGroups, findContainer, makeMounts, type SubPathPreparer } from './mounts.ts';
+import type { RuntimeState } from './types.ts';
+
+export interface RuntimeApiOptions {
+  state: RuntimeState;
+  host: VolumeHost;
+  subPaths: SubPathPreparer;
+  /** How often a wait looks again; podvol answers within this of readiness. Default 20 ms. */
+  pollMs?: number;
+  /**
+   * Answers already computed for a pod object (the desired state replaces the
+   * object when the pod changes): a runtime asking again for a ready pod gets
+   * the same mounts without the subPath checks and mounts being redone (the
+   * bind mounts made then are of the objects checked then).
+   */
+  mountsCache?: WeakMap<object, Map<string, unknown>>;
+}
+
+export interface Answer {
+  status: number;
+  body: unknown;
+}
+
+export const MAX_WAIT_SECONDS = 300;
+
+export type WaitFor = 'mounted' | 'unmounted';
+
+/** Parses ?wait= and ?for=; a bad value is a 400 that says what is allowed. */
+export function parseWaitQuery(q: URLSearchParams): { waitSeconds: number; for: WaitFor } {
+  const rawWait = q.get('wait') ?? '0';
+  const waitSeconds = Number(rawWait);
+  if (
+    rawWait.trim() === '' ||
+    !Number.isFinite(waitSeconds) ||
+    waitSeconds < 0 ||
+    waitSeconds > MAX_WAIT_SECONDS
+  ) {
+    throw new RuntimeApiError(
+      400,
+      'BadRequest',
+      `wait must be a number of seconds from 0 to ${MAX_WAIT_SECONDS}, got "${rawWait}"`,
+    );
+  }
+  const f = q.get('for') ?? 'mounted';
+  if (f !== 'mounted' && f !== 'unmounted') {
+    throw new RuntimeApiError(400, 'BadRequest', `for must be mounted or unmounted, got "${f}"`);
+  }
+  return { waitSeconds, for: f };
+}
+
+/** Every volume the pod needs is set up (a mounted volume whose refresh failed still counts). */
+export function podReady(status: PodStatus): boolean {
+  return status.volumes.every((v) => v.state === 'mounted');
+}
+
+function describe(uid: string, status: PodStatus | undefined, ready: boolean) {
+  return {
+    uid,
+    namespace: status?.namespace ?? '',
+    name: status?.name ?? '',
+    ready,
+    volumes: status?.volumes ?? [],
+    ...(status?.terminating ? { terminating: status.terminating } : {}),
+  };
+}
+
+export function listPods(o: RuntimeApiOptions): Answer {
+  return {
+    status: 200,
+    body: {
+      pods: o.state.pods().map((p) => ({
+        uid: p.uid,
+        namespace: p.namespace,
+        name: p.name,
+        ready: o.state.desiredPod(p.uid) !== undefined && podReady(p),
+        ...(p.terminating ? { terminating: p.terminating } : {}),
+      })),
+    },
+  };
+}
+
+/**
+ * Waits up to `waitSeconds` for the pod's volumes. for=mounted: a pod podvol
+ * does not know yet may still appear (a manifest written just before the
+ * call), so it is a 404 only when the time is up; for=unmounted: an unknown
+ * pod is done.
+ */
+export async function waitVolumes(
+  o: RuntimeApiOptions,
+  uid: string,
+  waitSeconds: number,
+  waitFor: WaitFor,
+  signal?: AbortSignal,
+): Promise<Answer> {
+  const deadline = performance.now() + waitSeconds * 1000;
+  const pollMs = o.pollMs ?? 20;
+  for (;;) {
+    const status = o.state.podStatus(uid);
+    const desired = o.state.desiredPod(uid) !== undefined;
+    if (waitFor === 'mounted') {
+      if (desired && status && podReady(status)) return { status: 200, body: describe(uid, status, true) };
+    } else if (!desired && !o.state.hasMountedVolumes(uid)) {
+      return { status: 200, body: describe(uid, status, true) };
+    }
+    const left = deadline - performance.now();
+    if (left <= 0 || signal?.aborted) {
+      if (waitFor === 'mounted' && !status)
+        throw notFound('PodNotFound', `pod ${uid} is not known to podvol`);
+      return { status: 504, body: describe(uid, status, false) };
+    }
+    await sleep(Math.min(pollMs, left));
+  }
+}
+
+export async function containerMounts(o: RuntimeApiOptions, uid: string, name: string): Promise<Answer> {
+  const desired = o.state.desiredPod(uid);
+  if (!desired) {
+    throw notFound(
+      'PodNotFound',
+      o.state.podStatus(uid)
+        ? `pod ${uid} is being torn down; its mounts are no longer served`
+        : `pod ${uid} is not known to podvol`,
+    );
+  }
+  const { pod, volumes } = desired;
+  const found = findContainer(pod, name);
+  if (!found) {
+    throw notFound(
+      'ContainerNotFound',
+      `pod ${pod.metadata?.namespace}/${pod.metadata?.name} has no container, init container or ephemeral container "${name}"`,
+    );
+  }
+  const status = o.state.podStatus(uid);
+  if (!status || !podReady(status)) {
+    const pending = (status?.volumes ?? []).filter((v) => v.state !== 'mounted');
+    throw new RuntimeApiError(
+      409,
+      'VolumesNotReady',
+      `volumes of pod ${status?.namespace}/${status?.name} are not ready: ${pending
+        .map((v) => `${v.name} (${v.state}${v.reason ? `: ${v.reason}` : ''})`)
+        .join(', ')}`,
+      { ...describe(uid, status, false) },
+    );
+  }
+  const cached = o.mountsCache?.get(pod)?.get(name);
+  if (cached) {
+    await o.state.markHandedOff(uid);
+    return { status: 200, body: cached };
+  }
+  const mounts = await makeMounts(o, pod, found, volumes);
+  // From here on the runtime may have bind-mounted these sources into a container.
+  await o.state.markHandedOff(uid);
+  const body = {
+    uid,
+    namespace: status.namespace,
+    name: status.name,
+    container: name,
+    mounts,
+    supplementalGroups: extraSupplementalGroups(pod, volumes),
+  };
+  if (o.mountsCache) {
+    const forPod = o.mountsCache.get(pod) ?? new Map<string, unknown>();
+    forPod.set(name, body);
+    o.mountsCache.set(pod, forPod);
+  }
+  return { status: 200, body };
+}
+
+export async function podTerminated(o: RuntimeApiOptions, uid: string): Promise<Answer> {
+  if (!(await o.state.markTerminated(uid))) {
+    throw notFound('PodNotFound', `pod ${uid} is not known to podvol`);
+  }
+  const status = o.state.podStatus(uid);
+  return { status: 200, body: describe(uid, status, !o.state.hasMountedVolumes(uid)) };
+}

@@ -1,0 +1,159 @@
+// A container's environment as kubelet computes it for subPathExpr
+// (pkg/kubelet/kubelet_pods.go makeEnvironmentVariables, expansion from
+// third_party/forked/golang/expansion, ExpandContainerVolumeMounts in
+// pkg/kubelet/container/helpers.go). podvol serves no Service environment
+// variables (it has no service lister, like a kubelet without a master).
+import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import { isNotFound } from '../../plugins/payload.ts';
+import { extractFieldPathAsString, extractResourceValue } from '../../plugins/util/fieldpath.ts';
+import type { VolumeHost } from '../../volumehost/types.ts';
+
+/**
+ * expansion.Expand: `$(NAME)` is replaced by mapping(NAME), `$$` is a
+ * literal `$`, an unclosed `$(` and any other `$x` are kept as written.
+ */
+export function expand(input: string, mapping: (name: string) => string): string {
+  let out = '';
+  let checkpoint = 0;
+  for (let cursor = 0; cursor < input.length; cursor++) {
+    if (input[cursor] !== '$' || cursor + 1 >= input.length) continue;
+    out += input.slice(checkpoint, cursor);
+    const rest = input.slice(cursor + 1);
+    let advance = 1;
+    if (rest[0] === '$') {
+      out += '$';
+    } else if (rest[0] === '(') {
+      const close = rest.indexOf(')', 1);
+      if (close > 0) {
+        out += mapping(rest.slice(1, close));
+        advance = close + 1;
+      } else {
+        out += '$(';
+      }
+    } else {
+      out += `$${rest[0]}`;
+    }
+    cursor += advance;
+    checkpoint = cursor + 1;
+  }
+  return out + input.slice(checkpoint);
+}
+
+/** ExpandContainerVolumeMounts: every referenced variable must exist and be non-empty. */
+export function expandSubPathExpr(expr: string, env: Map<string, string>): string {
+  const missing = new Set<string>();
+  const expanded = expand(expr, (key) => {
+    const value = env.get(key);
+    if (value === undefined || value === '') missing.add(key);
+    return value ?? '';
+  });
+  if (missing.size > 0) throw new Error(`missing value for ${[...missing].sort().join(', ')}`);
+  return expanded;
+}
+
+type Fetch<T> = (namespace: string, name: string) => Promise<T>;
+
+/** kubelet's makeEnvironmentVariables, for the names and values only. */
+export async function containerEnv(
+  pod: V1Pod,
+  container: V1Container,
+  host: VolumeHost,
+): Promise<Map<string, string>> {
+  const ns = pod.metadata?.namespace ?? '';
+  const standalone = host.getKubeClient() === undefined;
+  const cache = new Map<string, unknown>();
+  const get = async <T>(kind: 'configMap' | 'secret', fetch: Fetch<T>, name: string, optional: boolean) => {
+    const key = `${kind}/${name}`;
+    if (cache.has(key)) return cache.get(key) as T;
+    if (standalone) throw new Error(`couldn't get ${kind} ${ns}/${name}, no kubeClient defined`);
+    try {
+      const obj = await fetch(ns, name);
+      cache.set(key, obj);
+      return obj;
+    } catch (err) {
+      if (isNotFound(err) && optional) return undefined;
+      throw err;
+    }
+  };
+  const configMap = (name: string, optional: boolean) =>
+    get('configMap', host.getConfigMapFunc(), name, optional);
+  const secret = (name: string, optional: boolean) => get('secret', host.getSecretFunc(), name, optional);
+  const decode = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
+
+  const env = new Map<string, string>();
+  // envFrom first; env then overrides it.
+  for (const from of container.envFrom ?? []) {
+    const prefix = from.prefix ?? '';
+    if (from.configMapRef) {
+      const cm = await configMap(from.configMapRef.name ?? '', from.configMapRef.optional === true);
+      for (const [k, v] of Object.entries(cm?.data ?? {})) env.set(prefix + k, v);
+    } else if (from.secretRef) {
+      const s = await secret(from.secretRef.name ?? '', from.secretRef.optional === true);
+      for (const [k, v] of Object.entries(s?.data ?? {})) env.set(prefix + k, decode(v));
+    }
+  }
+  // Unknown references stay as written (expansion.MappingFuncFor).
+  const mapping = (name: string) => env.get(name) ?? `$(${name})`;
+  for (const e of container.env ?? []) {
+    let value = e.value ?? '';
+    if (value !== '') {
+      value = expand(value, mapping);
+    } else if (e.valueFrom?.fieldRef) {
+      value = fieldRuntimeValue(pod, e.valueFrom.fieldRef.fieldPath, host);
+    } else if (e.valueFrom?.resourceFieldRef) {
+      const ref = e.valueFrom.resourceFieldRef;
+      value = extractResourceValue(
+        ref,
+        pod,
+        ref.containerName || (container.name ?? ''),
+        host.getNodeAllocatable(),
+      );
+    } else if (e.valueFrom?.configMapKeyRef) {
+      const ref = e.valueFrom.configMapKeyRef;
+      const optional = ref.optional === true;
+      const cm = await configMap(ref.name ?? '', optional);
+      if (!cm) continue;
+      if (!cm.data || !Object.hasOwn(cm.data, ref.key)) {
+        if (optional) continue;
+        throw new Error(`couldn't find key ${ref.key} in ConfigMap ${ns}/${ref.name}`);
+      }
+      value = cm.data[ref.key];
+    } else if (e.valueFrom?.secretKeyRef) {
+      const ref = e.valueFrom.secretKeyRef;
+      const optional = ref.optional === true;
+      const s = await secret(ref.name ?? '', optional);
+      if (!s) continue;
+      if (!s.data || !Object.hasOwn(s.data, ref.key)) {
+        if (optional) continue;
+        throw new Error(`couldn't find key ${ref.key} in Secret ${ns}/${ref.name}`);
+      }
+      value = decode(s.data[ref.key]);
+    }
+    env.set(e.name, value);
+  }
+  return env;
+}
+
+/** podFieldSelectorRuntimeValue: the env-only fields, then the metadata ones. */
+function fieldRuntimeValue(pod: V1Pod, fieldPath: string, host: VolumeHost): string {
+  const podIPs = (pod.status?.podIPs ?? []).map((p) => p.ip).filter(Boolean);
+  const hostIP = pod.status?.hostIP ?? host.getHostIP();
+  switch (fieldPath) {
+    case 'spec.nodeName':
+      return pod.spec?.nodeName ?? '';
+    case 'spec.serviceAccountName':
+      return pod.spec?.serviceAccountName ?? '';
+    case 'status.hostIP':
+    case 'status.hostIPs': {
+      const ips = (pod.status?.hostIPs ?? []).map((h) => h.ip).filter(Boolean);
+      if (ips.length === 0 && hostIP) ips.push(hostIP);
+      if (ips.length === 0) throw new Error('status.hostIP is not known on this node');
+      return fieldPath === 'status.hostIP' ? ips[0] : ips.join(',');
+    }
+    case 'status.podIP':
+      return podIPs[0] ?? pod.status?.podIP ?? '';
+    case 'status.podIPs':
+      return podIPs.join(',');
+  }
+  return extractFieldPathAsString(pod, fieldPath);
+}

@@ -1,0 +1,182 @@
+// kubelet's makeMounts (pkg/kubelet/kubelet_pods.go) for a runtime that is
+// not kubelet: a container's volumeMounts, in order, as OCI runtime-spec mount
+// objects, and GetExtraSupplementalGroupsForPod. subPath and subPathExpr are
+// resolved and bind-mounted safely (volumehost/subpath.ts) so the runtime
+// never follows a path the container controls.
+import { isAbsolute } from 'node:path';
+import type { V1Container, V1Pod, V1VolumeMount } from '@kubernetes/client-node';
+import { resolveInRoot } from '../../volumehost/hostroot.ts';
+import type { SubPather } from '../../volumehost/subpath.ts';
+import type { VolumeHost } from '../../volumehost/types.ts';
+import { containerEnv, expandSubPathExpr } from './env.ts';
+import { invalidMount, RuntimeApiError } from './errors.ts';
+import type { PodVolume, RuntimeState } from './types.ts';
+
+/** An entry of config.json's `mounts` (OCI runtime spec). */
+export interface OciMount {
+  destination: string;
+  type: 'bind';
+  source: string;
+  options: string[];
+}
+
+export interface FoundContainer {
+  container: V1Container;
+  /** `spec.containers[0]`: where kubelet's field errors point. */
+  field: string;
+}
+
+/** Containers, init containers and ephemeral containers, by name. */
+export function findContainer(pod: V1Pod, name: string): FoundContainer | undefined {
+  const lists: [string, V1Container[] | undefined][] = [
+    ['containers', pod.spec?.containers],
+    ['initContainers', pod.spec?.initContainers],
+    ['ephemeralContainers', pod.spec?.ephemeralContainers as V1Container[] | undefined],
+  ];
+  for (const [kind, list] of lists) {
+    const i = (list ?? []).findIndex((c) => c?.name === name);
+    if (i >= 0) return { container: list![i], field: `spec.${kind}[${i}]` };
+  }
+  return undefined;
+}
+
+/** translateMountPropagation, plus the API server's rule that Bidirectional needs a privileged container. */
+export function propagationOption(mount: V1VolumeMount, privileged: boolean, field: string): string {
+  switch (mount.mountPropagation) {
+    case undefined:
+    case null:
+    case 'None':
+      return 'rprivate';
+    case 'HostToContainer':
+      return 'rslave';
+    case 'Bidirectional':
+      if (!privileged) {
+        throw invalidMount(
+          'BidirectionalNotPrivileged',
+          `${field}.mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers`,
+        );
+      }
+      return 'rshared';
+    default:
+      throw invalidMount(
+        'InvalidMountPropagation',
+        `invalid MountPropagation mode: "${mount.mountPropagation}"`,
+      );
+  }
+}
+
+/** ValidatePathNoBacksteps (pkg/volume/validation). */
+export function validatePathNoBacksteps(p: string): void {
+  if (p.split('/').includes('..')) throw new Error("must not contain '..'");
+}
+
+/** What makeMounts needs to create a subPath bind mount (volumehost/subpath.ts). */
+export type SubPathPreparer = Pick<SubPather, 'prepare'>;
+
+export interface MakeMountsOptions {
+  state: RuntimeState;
+  host: VolumeHost;
+  subPaths: SubPathPreparer;
+}
+
+export async function makeMounts(
+  o: MakeMountsOptions,
+  pod: V1Pod,
+  found: FoundContainer,
+  volumes: Map<string, PodVolume>,
+): Promise<OciMount[]> {
+  const { container, field } = found;
+  const privileged = container.securityContext?.privileged === true;
+  const uid = pod.metadata?.uid ?? '';
+  let env: Map<string, string> | undefined;
+  const out: OciMount[] = [];
+  const mounts = container.volumeMounts ?? [];
+  for (let i = 0; i < mounts.length; i++) {
+    const mount = mounts[i];
+    const vol = volumes.get(mount.name);
+    if (!vol?.path) {
+      throw new RuntimeApiError(
+        409,
+        'VolumeNotReady',
+        `cannot find volume "${mount.name}" to mount into container "${container.name}"`,
+      );
+    }
+    let subPath = mount.subPath ?? '';
+    if (mount.subPathExpr) {
+      try {
+        env ??= await containerEnv(pod, container, o.host);
+        subPath = expandSubPathExpr(mount.subPathExpr, env);
+      } catch (err) {
+        throw invalidMount('InvalidSubPathExpr', (err as Error).message);
+      }
+    }
+    let source = vol.path;
+    if (subPath !== '') {
+      if (isAbsolute(subPath)) {
+        throw invalidMount('InvalidSubPath', `error SubPath \`${subPath}\` must not be an absolute path`);
+      }
+      try {
+        validatePathNoBacksteps(subPath);
+      } catch (err) {
+        throw invalidMount(
+          'InvalidSubPath',
+          `unable to provision SubPath \`${subPath}\`: ${(err as Error).message}`,
+        );
+      }
+      try {
+        source = await o.subPaths.prepare({
+          podUID: uid,
+          volumeName: vol.innerName ?? mount.name,
+          // A hostPath is the host's path: podvol in a container sees it under --host-root.
+          volumePath:
+            vol.pluginName === 'kubernetes.io/host-path'
+              ? await resolveInRoot(o.host.getHostRoot?.() ?? '/', vol.path)
+              : vol.path,
+          containerName: container.name,
+          index: i,
+          subPath,
+        });
+      } catch (err) {
+        throw invalidMount('SubPathFailed', (err as Error).message);
+      }
+    }
+    const destination = mount.mountPath.startsWith('/') ? mount.mountPath : `/${mount.mountPath}`;
+    const readOnly = mount.readOnly === true || o.state.volumeReadOnly(vol, pod);
+    out.push({
+      destination,
+      type: 'bind',
+      source,
+      options: [
+        'rbind',
+        readOnly ? 'ro' : 'rw',
+        propagationOption(mount, privileged, `${field}.volumeMounts[${i}]`),
+      ],
+    });
+  }
+  return out;
+}
+
+/** The GID annotation kubelet reads from a persistent volume (volume.VolumeGidAnnotationKey). */
+export const VOLUME_GID_ANNOTATION = 'pv.beta.kubernetes.io/gid';
+
+/**
+ * GetExtraSupplementalGroupsForPod: the GIDs persistent volumes of the pod
+ * carry in their annotation, minus those the pod already lists, sorted as
+ * kubelet's string set sorts them.
+ */
+export function extraSupplementalGroups(pod: V1Pod, volumes: Map<string, PodVolume>): number[] {
+  const values = new Set<string>();
+  for (const v of volumes.values()) {
+    const gid = v.spec?.persistentVolume?.metadata?.annotations?.[VOLUME_GID_ANNOTATION];
+    if (gid) values.add(gid);
+  }
+  const have = new Set((pod.spec?.securityContext?.supplementalGroups ?? []).map(Number));
+  const out: number[] = [];
+  for (const s of [...values].sort()) {
+    if (!/^\d+$/.test(s)) continue;
+    const n = Number(s);
+    if (n > 0xffffffff || have.has(n)) continue;
+    out.push(n);
+  }
+  return out;
+}

@@ -1,0 +1,82 @@
+// `podvol mounts POD -c CONTAINER`: a container's mounts from a running
+// podvol's runtime socket, as OCI runtime-spec mount objects (-o json, the
+// endpoint's document: its "mounts" go into config.json unchanged) or a table.
+// Exit codes: 0 ok, 1 podvol refused (unknown pod or container, volumes not
+// ready, a mount kubelet would refuse), 2 usage error, 3 no podvol answered.
+import { type Command, Option } from 'commander';
+import { callRuntime, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
+import { EXIT_FAILURE, EXIT_OK, setExitCode, usageError } from './command.ts';
+import { runtimeSocketOption } from './options.ts';
+
+export const EXIT_UNREACHABLE = 3;
+const REQUEST_TIMEOUT_MS = 30_000;
+
+interface MountsFlags {
+  container?: string;
+  output: 'json' | 'table';
+  runtimeSocket: string;
+}
+
+interface Mount {
+  destination: string;
+  source: string;
+  options: string[];
+}
+
+export function formatMountsTable(mounts: Mount[]): string {
+  const rows = [
+    ['DESTINATION', 'SOURCE', 'OPTIONS'],
+    ...mounts.map((m) => [m.destination, m.source, m.options.join(',')]),
+  ];
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return (
+    rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('   ')).join('\n') +
+    '\n'
+  );
+}
+
+async function runMounts(pod: string, flags: MountsFlags): Promise<number> {
+  if (!flags.container) return usageError('mounts: -c, --container NAME is required');
+  if (!flags.runtimeSocket) return usageError('mounts: --runtime-socket must not be empty');
+  try {
+    const uid = await resolvePod(flags.runtimeSocket, pod, REQUEST_TIMEOUT_MS);
+    const answer = await callRuntime(
+      flags.runtimeSocket,
+      'GET',
+      `/v1/pods/${encodeURIComponent(uid)}/containers/${encodeURIComponent(flags.container)}/mounts`,
+      REQUEST_TIMEOUT_MS,
+    );
+    if (answer.status !== 200) {
+      process.stderr.write(`podvol mounts: ${answer.body.reason}: ${answer.body.message}\n`);
+      return EXIT_FAILURE;
+    }
+    process.stdout.write(
+      flags.output === 'json'
+        ? `${JSON.stringify(answer.body, null, 2)}\n`
+        : formatMountsTable(answer.body.mounts as Mount[]),
+    );
+    return EXIT_OK;
+  } catch (err) {
+    process.stderr.write(`podvol mounts: ${(err as Error).message}\n`);
+    return err instanceof UnreachableError ? EXIT_UNREACHABLE : EXIT_FAILURE;
+  }
+}
+
+export function mountsCommand(program: Command): void {
+  program
+    .command('mounts')
+    .description("print a container's mounts (OCI runtime-spec objects) from a running podvol")
+    .argument('<pod>', 'pod UID or namespace/name')
+    .addOption(new Option('-c, --container <name>', 'container, init container or ephemeral container'))
+    .addOption(
+      new Option('-o, --output <format>', 'output format').choices(['json', 'table']).default('table'),
+    )
+    .addOption(runtimeSocketOption())
+    .addHelpText(
+      'after',
+      `\nExit codes: 0 ok, 1 podvol refused (the reason is printed), 2 usage error, ${EXIT_UNREACHABLE} no podvol answered on the socket.`,
+    )
+    .action(async (pod: string, flags: MountsFlags, cmd: Command) => {
+      setExitCode(cmd, await runMounts(pod, flags));
+    });
+}

@@ -1,0 +1,124 @@
+// `podvol wait POD [--for mounted|unmounted] [--timeout 2m]`: blocks until a
+// running podvol has every volume of the pod mounted (or all of them torn
+// down). Exit codes: 0 done, 1 timed out (the volumes and their reasons are
+// printed), 2 usage error, 3 no podvol answered.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { callRuntime, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
+import { EXIT_FAILURE, EXIT_OK, setExitCode, usageError } from './command.ts';
+import { EXIT_UNREACHABLE } from './mounts.ts';
+import { runtimeSocketOption } from './options.ts';
+
+/** The server waits at most this long per request; longer timeouts ask again. */
+const MAX_SERVER_WAIT_SECONDS = 300;
+
+/** Go-style durations (`90s`, `2m`, `1m30s`, `500ms`) or plain seconds; returns milliseconds. */
+export function parseDuration(v: string): number {
+  const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  if (/^\d+(\.\d+)?$/.test(v)) return Number(v) * 1000;
+  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/gy;
+  let total = 0;
+  let end = 0;
+  for (const m of v.matchAll(re)) {
+    total += Number(m[1]) * units[m[2]];
+    end = (m.index ?? 0) + m[0].length;
+  }
+  if (v === '' || end !== v.length)
+    throw new InvalidArgumentError(`invalid duration "${v}" (e.g. 30s, 2m, 1m30s)`);
+  return total;
+}
+
+interface WaitFlags {
+  for: 'mounted' | 'unmounted';
+  timeout: number;
+  runtimeSocket: string;
+}
+
+interface VolumeLine {
+  name: string;
+  state: string;
+  reason?: string;
+  message?: string;
+}
+
+function printReasons(body: Record<string, unknown>): void {
+  const volumes = (body.volumes ?? []) as VolumeLine[];
+  for (const v of volumes) {
+    if (v.state === 'mounted' && body.ready) continue;
+    process.stderr.write(
+      `  volume ${v.name}: ${v.state}${v.reason ? ` ${v.reason}` : ''}${v.message ? `: ${v.message}` : ''}\n`,
+    );
+  }
+}
+
+async function runWait(pod: string, flags: WaitFlags): Promise<number> {
+  if (!flags.runtimeSocket) return usageError('wait: --runtime-socket must not be empty');
+  const deadline = Date.now() + flags.timeout;
+  const left = () => Math.max(0, deadline - Date.now());
+  try {
+    let uid: string | undefined;
+    // namespace/name may not be known yet (a manifest just written): look again until the deadline.
+    while (uid === undefined) {
+      try {
+        uid = await resolvePod(flags.runtimeSocket, pod, left() + 10_000);
+      } catch (err) {
+        if (err instanceof UnreachableError) throw err;
+        if (flags.for === 'unmounted') return EXIT_OK;
+        if (left() === 0) {
+          process.stderr.write(`podvol wait: timed out: ${(err as Error).message}\n`);
+          return EXIT_FAILURE;
+        }
+        await sleep(Math.min(50, left()));
+      }
+    }
+    for (;;) {
+      const seconds = Math.min(MAX_SERVER_WAIT_SECONDS, left() / 1000);
+      const answer = await callRuntime(
+        flags.runtimeSocket,
+        'GET',
+        `/v1/pods/${encodeURIComponent(uid)}/volumes?wait=${seconds.toFixed(3)}&for=${flags.for}`,
+        seconds * 1000 + 10_000,
+      );
+      if (answer.status === 200) return EXIT_OK;
+      if (answer.status !== 504 && answer.status !== 404) {
+        process.stderr.write(`podvol wait: ${answer.body.reason}: ${answer.body.message}\n`);
+        return EXIT_FAILURE;
+      }
+      if (left() === 0) {
+        const what =
+          answer.status === 404
+            ? String(answer.body.message)
+            : `pod ${answer.body.namespace}/${answer.body.name} (${uid}) is not ${flags.for}`;
+        process.stderr.write(`podvol wait: timed out after ${flags.timeout / 1000}s: ${what}\n`);
+        printReasons(answer.body);
+        return EXIT_FAILURE;
+      }
+    }
+  } catch (err) {
+    process.stderr.write(`podvol wait: ${(err as Error).message}\n`);
+    return err instanceof UnreachableError ? EXIT_UNREACHABLE : EXIT_FAILURE;
+  }
+}
+
+export function waitCommand(program: Command): void {
+  program
+    .command('wait')
+    .description("wait until a running podvol has a pod's volumes mounted (or torn down)")
+    .argument('<pod>', 'pod UID or namespace/name')
+    .addOption(
+      new Option('--for <state>', 'what to wait for').choices(['mounted', 'unmounted']).default('mounted'),
+    )
+    .addOption(
+      new Option('--timeout <duration>', 'give up after (e.g. 30s, 2m)')
+        .default(120_000, '2m')
+        .argParser(parseDuration),
+    )
+    .addOption(runtimeSocketOption())
+    .addHelpText(
+      'after',
+      `\nExit codes: 0 done, 1 timed out (the volumes and their reasons are printed), 2 usage error, ${EXIT_UNREACHABLE} no podvol answered on the socket.`,
+    )
+    .action(async (pod: string, flags: WaitFlags, cmd: Command) => {
+      setExitCode(cmd, await runWait(pod, flags));
+    });
+}
