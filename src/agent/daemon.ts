@@ -14,8 +14,8 @@ import { csiRegistrationHandler, noNodeInfo } from '../plugins/csi/registration.
 import { probeVolumePlugins } from '../plugins/index.ts';
 import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import { createVolumeHost } from '../volumehost/host.ts';
-import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
 import { createSubPather } from '../volumehost/subpath.ts';
+import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
 import type { Cluster } from './cluster.ts';
 import { createHttpServer } from './http.ts';
 import { createMetrics, type VolumeStatsSample } from './metrics.ts';

@@ -7,26 +7,13 @@ import { type Command, InvalidArgumentError, Option } from 'commander';
 import { callRuntime, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
 import { EXIT_FAILURE, EXIT_OK, setExitCode, usageError } from './command.ts';
 import { EXIT_UNREACHABLE } from './mounts.ts';
-import { runtimeSocketOption } from './options.ts';
+import { parseGoDuration, runtimeSocketOption } from './options.ts';
+
+/** Go durations (kubelet's flags), or plain seconds; milliseconds. */
+const asDuration = (v: string) => (/^\d+(\.\d+)?$/.test(v) ? Number(v) * 1000 : parseGoDuration(v));
 
 /** The server waits at most this long per request; longer timeouts ask again. */
 const MAX_SERVER_WAIT_SECONDS = 300;
-
-/** Go-style durations (`90s`, `2m`, `1m30s`, `500ms`) or plain seconds; returns milliseconds. */
-export function parseDuration(v: string): number {
-  const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-  if (/^\d+(\.\d+)?$/.test(v)) return Number(v) * 1000;
-  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/gy;
-  let total = 0;
-  let end = 0;
-  for (const m of v.matchAll(re)) {
-    total += Number(m[1]) * units[m[2]];
-    end = (m.index ?? 0) + m[0].length;
-  }
-  if (v === '' || end !== v.length)
-    throw new InvalidArgumentError(`invalid duration "${v}" (e.g. 30s, 2m, 1m30s)`);
-  return total;
-}
 
 interface WaitFlags {
   for: 'mounted' | 'unmounted';
@@ -111,7 +98,7 @@ export function waitCommand(program: Command): void {
     .addOption(
       new Option('--timeout <duration>', 'give up after (e.g. 30s, 2m)')
         .default(120_000, '2m')
-        .argParser(parseDuration),
+        .argParser(asDuration),
     )
     .addOption(runtimeSocketOption())
     .addHelpText(
