@@ -881,6 +881,49 @@ csiTest(
   },
 );
 
+csiTest(
+  'expansion during mount: NodeExpandVolume when the claim says NodeResizePending, then the claim status',
+  async (t) => {
+    const c = await csiCluster(t, { driver: { capabilities: ['STAGE_UNSTAGE_VOLUME', 'EXPAND_VOLUME'] } });
+    const { claim, handle } = createClaim(c, 'grow');
+    const pv = c.api.store.mustGet('persistentvolumes', undefined, 'pv-grow');
+    c.api.store.update('persistentvolumes', {
+      ...pv,
+      spec: { ...(pv.spec as object), capacity: { storage: '2Gi' } },
+    });
+    c.api.store.update(
+      'persistentvolumeclaims',
+      {
+        ...claim,
+        status: {
+          phase: 'Bound',
+          capacity: { storage: '1Gi' },
+          allocatedResourceStatuses: { storage: 'NodeResizePending' },
+        },
+      },
+      { subresource: 'status' },
+    );
+    claimPod(c, 'web', 'grow');
+    const p = await c.start();
+    await mounted(p, 'web');
+    const expand = c.calls().find((x) => x.method === 'NodeExpandVolume' && x.code === 0);
+    assert.equal(expand?.request.volume_id, handle);
+    assert.deepEqual(expand?.request.capacity_range, {
+      required_bytes: String(2 * 1024 ** 3),
+      limit_bytes: '0',
+    });
+    assert.equal(
+      expand?.request.staging_target_path,
+      join(c.root, 'plugins', 'kubernetes.io', 'csi', DRIVER, sha256Hex(handle), 'globalmount'),
+    );
+    const after = c.api.store.mustGet('persistentvolumeclaims', 'default', 'grow') as unknown as {
+      status: { capacity: { storage: string }; allocatedResourceStatuses?: Record<string, string> };
+    };
+    assert.equal(after.status.capacity.storage, '2Gi');
+    assert.equal(after.status.allocatedResourceStatuses?.storage, undefined);
+  },
+);
+
 /** For debugging: CSI_ONLY="a|b" runs only the scenarios whose names contain a or b (CI leaves it unset). */
 function csiTest(name: string, fn: (t: TestContext) => Promise<void>): void {
   const only = process.env.CSI_ONLY;

@@ -122,6 +122,7 @@ describe('deploy/cluster-wide (opt-in variant)', () => {
         'core/nodes:patch',
         'core/nodes/status:patch',
         ...read('core/persistentvolumeclaims'),
+        'core/persistentvolumeclaims/status:patch',
         ...read('core/persistentvolumes'),
         'storage.k8s.io/csinodes:get',
         'storage.k8s.io/csinodes:create',

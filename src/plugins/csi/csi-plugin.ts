@@ -20,6 +20,7 @@ import type {
 } from '@kubernetes/client-node';
 import { escapeQualifiedName } from '../../volumehost/paths.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
+import { quantityToBigInt } from '../quantity-bytes.ts';
 import {
   type Attributes,
   type Mounter,
@@ -34,7 +35,7 @@ import { setVolumeOwnership } from '../volume-ownership.ts';
 import { type AccessMode, CSIClient, type NodeCapability, type VolumeCapability } from './client.ts';
 import type { DriversStore } from './drivers.ts';
 import { goString } from './gojson.ts';
-import { type CSIProto, describeGrpcError, isFinalError, loadCSIProto } from './grpc.ts';
+import { type CSIProto, describeGrpcError, grpc, grpcCode, isFinalError, loadCSIProto } from './grpc.ts';
 import {
   attachmentName,
   checkDriverName,
@@ -515,6 +516,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
         if (isFinalError(err)) await removeMountDir(dir, target).catch(() => {});
         throw e;
       }
+      await this.#expandIfPending(client, src, caps, capability, target, globalmount);
       const policy = driverObj?.spec?.fsGroupPolicy ?? 'ReadWriteOnceWithFSType';
       const accessModes = src.mode === 'Ephemeral' ? ['ReadWriteOnce'] : src.accessModes;
       if (
@@ -533,6 +535,62 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
           );
         }
       }
+    }
+
+    /**
+     * kubelet's expansion during mount: when the claim's allocatedResourceStatuses
+     * says NodeResizePending or NodeResizeInProgress, NodeExpandVolume (with the
+     * staging path and the node expand secrets), then the claim's status as
+     * kubelet leaves it (capacity = the volume's, the resize status cleared).
+     * FailedPrecondition does not fail the mount.
+     */
+    async #expandIfPending(
+      client: CSIClient,
+      src: Source,
+      caps: Set<NodeCapability>,
+      capability: VolumeCapability,
+      target: string,
+      globalmount: string,
+    ): Promise<void> {
+      const claimName =
+        this.#spec.volume?.persistentVolumeClaim?.claimName ??
+        (this.#spec.volume?.ephemeral ? `${this.#pod.metadata?.name}-${this.#spec.volume.name}` : undefined);
+      const kc = kubeConfig();
+      const pv = this.#spec.persistentVolume;
+      if (!claimName || !kc || !pv || src.mode !== 'Persistent' || !caps.has('EXPAND_VOLUME')) return;
+      const ns = this.#pod.metadata?.namespace ?? 'default';
+      const k8s = await kubeClient();
+      const core = kc.makeApiClient(k8s.CoreV1Api);
+      const pvc = await core.readNamespacedPersistentVolumeClaim({ name: claimName, namespace: ns });
+      const status = pvc.status?.allocatedResourceStatuses?.storage;
+      if (status !== 'NodeResizePending' && status !== 'NodeResizeInProgress') return;
+      const size = pv.spec?.capacity?.storage;
+      if (!size) return;
+      const bytes = quantityToBigInt(String(size), 'capacity');
+      const secrets = await secretData(pvSource(this.#spec)?.nodeExpandSecretRef);
+      try {
+        await client.nodeExpandVolume({
+          volume_id: src.handle,
+          volume_path: target,
+          capacity_range: { required_bytes: String(bytes), limit_bytes: '0' },
+          staging_target_path: globalmount,
+          volume_capability: capability,
+          secrets,
+        });
+      } catch (err) {
+        if (grpcCode(err) === grpc.status.FAILED_PRECONDITION) return;
+        throw rpcError('NodeExpandVolume', err);
+      }
+      await core.patchNamespacedPersistentVolumeClaimStatus(
+        {
+          name: claimName,
+          namespace: ns,
+          body: {
+            status: { capacity: { storage: String(size) }, allocatedResourceStatuses: { storage: null } },
+          },
+        },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
     }
 
     /** kubelet's MountDevice: staging json first (even without STAGE_UNSTAGE), then NodeStageVolume. */
