@@ -39,12 +39,15 @@ FROM ${NODE_IMAGE} AS runtime
 # modules come from the build stage): npm, npx, corepack and yarn go, so a
 # compromised agent cannot fetch and run code with them. podvol runs as root,
 # so no setuid or setgid bit is needed either: they are cleared.
+# /usr/local/bin/podvol puts the CLI on the image's PATH, so
+# `kubectl exec ... -- podvol status` (or drain, plan) works as on bare metal.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends mount tini ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && rm -rf /usr/local/lib/node_modules/npm /usr/local/lib/node_modules/corepack /opt/yarn-v* \
     /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack /usr/local/bin/yarn /usr/local/bin/yarnpkg \
- && find / -xdev -type f -perm /6000 -exec chmod a-s {} +
+ && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \
+ && ln -s /app/bin/podvol.js /usr/local/bin/podvol
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=build /app/package.json /app/package-lock.json ./

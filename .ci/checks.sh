@@ -45,7 +45,7 @@ install_tools() {
 }
 
 check_shell() {
-  shellcheck .ci/checks.sh
+  shellcheck .ci/checks.sh .ci/smoke-binary.sh .ci/run
 }
 
 check_dockerfile() {
@@ -90,10 +90,11 @@ check_dashboard() {
 }
 
 check_systemd() {
-  # verify insists that ExecStart's binary exists; point it at this
-  # checkout's Node so the check does not depend on the host's /usr/bin/node.
+  # verify insists that ExecStart's binary exists: point it at the single
+  # executable the unit runs (built here when it is not there yet).
+  [[ -x dist/podvol ]] || npm run --silent build:binary >/dev/null
   mkdir -p "$work/unit"
-  sed "s|^ExecStart=/usr/bin/node |ExecStart=$(readlink -f "$node") |" deploy/systemd/podvol.service \
+  sed "s|^ExecStart=/usr/local/bin/podvol |ExecStart=$repo/dist/podvol |" deploy/systemd/podvol.service \
     >"$work/unit/podvol.service"
   local out
   out=$(systemd-analyze verify --man=no "$work/unit/podvol.service" 2>&1) || {

@@ -1,8 +1,14 @@
 // npm test: runs every test/**/*.test.ts with node's test runner. As root the
 // whole run happens inside a private mount namespace (unshare --mount
 // --propagation private) so real mounts made by tests never reach the host.
+//
+// Tests leave nothing behind: they run with TMPDIR set to a directory of this
+// run, which must be empty when they end. Whatever a test left there is listed,
+// fails the run, and is removed (the mount namespace, and every mount in it,
+// is gone by then).
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 
 function findTests(dir: string): string[] {
@@ -58,6 +64,15 @@ if (!canUnshare) {
     `# mount tests will skip: ${isRoot ? 'unshare --mount is not available' : 'not running as root'}`,
   );
 }
-const env = { ...process.env, PODVOL_MOUNTNS: canUnshare ? '1' : '0' };
+const runTmp = mkdtempSync(join(tmpdir(), 'podvol-tests-'));
+const env = { ...process.env, PODVOL_MOUNTNS: canUnshare ? '1' : '0', TMPDIR: runTmp };
 const result = spawnSync(cmd, args, { stdio: 'inherit', env });
+const leftovers = readdirSync(runTmp);
+rmSync(runTmp, { recursive: true, force: true });
+if (leftovers.length > 0) {
+  console.log(
+    `# tests left ${leftovers.length} entries in the temp directory: ${leftovers.sort().join(' ')}`,
+  );
+  process.exit(1);
+}
 process.exit(result.status ?? 1);

@@ -4,6 +4,7 @@
 // stderr and exit code 2, never a stack trace.
 import { Command, CommanderError } from 'commander';
 import type { CommandModule } from './cli/command.ts';
+import { drainCommand } from './cli/drain.ts';
 import { mountsCommand } from './cli/mounts.ts';
 import { planCommand } from './cli/plan.ts';
 import { runCommand } from './cli/run.ts';
@@ -19,6 +20,7 @@ const commands: CommandModule[] = [
   runCommand,
   statusCommand,
   planCommand,
+  drainCommand,
   mountsCommand,
   waitCommand,
   versionCommand,
@@ -29,13 +31,28 @@ export function buildProgram(): Command {
     .description("Sets up and tears down pod volumes on this node, as kubelet's volume manager does")
     .version(version, '-v, --version')
     .exitOverride()
-    .showHelpAfterError('(run podvol --help for usage)');
+    // commander prints an error and then a hint on a second line; an operator's
+    // script or journal gets one line: the error, then the hint.
+    .configureOutput({ outputError: (text, write) => write(oneLineUsageError(text)) });
   for (const register of commands) register(program);
   return program;
 }
 
+export function oneLineUsageError(text: string): string {
+  const message = text
+    .replace(/^error: /, '')
+    .replace(/\s*\n\s*/g, ' ')
+    .trim();
+  return `podvol: ${message} (run podvol --help for usage)\n`;
+}
+
 /** Returns the process exit code. */
 export async function main(argv: string[]): Promise<number> {
+  // `podvol status | head`: a reader that goes away is not an error worth a stack trace.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0);
+    throw err;
+  });
   const program = buildProgram();
   try {
     await program.parseAsync(argv);

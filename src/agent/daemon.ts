@@ -5,21 +5,13 @@ import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import { resolve } from 'node:path';
 import type { Logger } from '../logger.ts';
-import { createLinuxMounter } from '../mount/linux.ts';
 import type * as mount from '../mount/types.ts';
-import { csiPlugin, csiPluginName } from '../plugins/csi/csi-plugin.ts';
-import { DriversStore } from '../plugins/csi/drivers.ts';
-import { loadCSIProto } from '../plugins/csi/grpc.ts';
-import { csiRegistrationHandler, noNodeInfo } from '../plugins/csi/registration.ts';
-import { probeVolumePlugins } from '../plugins/index.ts';
-import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
-import { createVolumeHost } from '../volumehost/host.ts';
+import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
 import { createSubPather } from '../volumehost/subpath.ts';
 import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
 import type { Cluster } from './cluster.ts';
 import { createHttpServer } from './http.ts';
 import { createMetrics, type VolumeStatsSample } from './metrics.ts';
-import { PluginWatcher } from './plugin-watcher.ts';
 import { createPodManager } from './pod-manager.ts';
 import { STATIC_POD_API_REFERENCE, staticPodAPIReference } from './pods/api-references.ts';
 import { createStaticPodSource } from './pods/static-source.ts';
@@ -29,6 +21,7 @@ import { loadPeerCred } from './runtime/peercred.ts';
 import { type RuntimeServer, startRuntimeServer } from './runtime/server.ts';
 import { runtimeStateOf } from './runtime/state.ts';
 import { TerminationGate } from './runtime/termination.ts';
+import { createVolumeStack } from './volume-stack.ts';
 import { VolumeManager } from './volumemanager/volume-manager.ts';
 import type { VolumesInUseReporter } from './volumes-in-use.ts';
 
@@ -66,7 +59,21 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   const log = o.logger;
   const rootDir = resolve(o.rootDir);
   await mkdir(rootDir, { recursive: true, mode: 0o750 });
-  const mounter = o.mounter ?? createLinuxMounter({ logger: log, systemd: o.systemdScope ?? 'auto' });
+  let inUse: VolumesInUseReporter | undefined;
+  // The CSI plugin reports to the metrics created below (they need the volume manager, which needs the plugins).
+  let observeCSI: (driver: string, method: string, code: string, seconds: number) => void = () => {};
+  const { mounter, pluginMgr, host, drivers, csi, pluginWatcher } = createVolumeStack({
+    rootDir,
+    nodeName: o.nodeName,
+    logger: log,
+    systemdScope: o.systemdScope,
+    cluster: o.cluster?.backend,
+    mounter: o.mounter,
+    volumesReportedInUse: () => inUse?.reported() ?? new Set(),
+    observeCSI: (driver, method, code, seconds) => observeCSI(driver, method, code, seconds),
+    csiNodeInfo: o.cluster?.csiNodeInfo,
+    hostRoot: o.hostRoot,
+  });
   const sources: PodSource[] = [...(o.cluster?.sources ?? [])];
   if (o.podManifestPath) {
     sources.push(
@@ -91,40 +98,6 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   // Checked before anything starts, so a podvol that cannot check its callers never serves them.
   const peerCred = o.runtimeSocket ? loadPeerCred() : undefined;
   const subPaths = createSubPather({ rootDir, mounter, logger: log });
-  const pluginMgr = new VolumePluginMgr();
-  const host = createVolumeHost({
-    rootDir,
-    nodeName: o.nodeName,
-    hostRoot: o.hostRoot,
-    mounter,
-    pluginMgr,
-    cluster: o.cluster?.backend,
-    logger: log,
-    onAgentError: (err) => err && log.error({ err: err.message }, 'volume host error'),
-  });
-  const drivers = new DriversStore();
-  const csiProto = loadCSIProto();
-  let inUse: VolumesInUseReporter | undefined;
-  const csi = csiPlugin({
-    drivers,
-    proto: csiProto,
-    volumesReportedInUse: () => inUse?.reported() ?? new Set(),
-    observe: (driver, method, code, seconds) => metrics.csiOperation(driver, method, code, seconds),
-  });
-  pluginMgr.initPlugins([...probeVolumePlugins(), csi], host);
-  // kubelet's plugin manager: CSI drivers register through <root>/plugins_registry.
-  const pluginWatcher = new PluginWatcher({
-    dir: resolve(rootDir, 'plugins_registry'),
-    logger: log,
-    handlers: {
-      CSIPlugin: csiRegistrationHandler({
-        drivers,
-        proto: csiProto,
-        logger: log,
-        nodeInfo: o.cluster?.csiNodeInfo ?? noNodeInfo,
-      }),
-    },
-  });
 
   let vm: VolumeManager;
   // kubelet_volume_stats_*: refreshed in the background every sync period, served from this cache.
@@ -171,6 +144,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     podSources: () =>
       sources.map((s) => ({ source: s.name, pods: s.pods().length, synced: s.hasSynced(), ...s.stats() })),
   });
+  observeCSI = (driver, method, code, seconds) => metrics.csiOperation(driver, method, code, seconds);
   vm = new VolumeManager({
     rootDir,
     host,

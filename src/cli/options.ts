@@ -1,7 +1,9 @@
 // Options shared by several commands (run, plan, drain), so all read the same
 // flags, environment variables and defaults.
 import { hostname } from 'node:os';
-import { InvalidArgumentError, Option } from 'commander';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { defaultLogFormat, logFormats, logLevels } from '../agent/logger.ts';
+import { parseDuration } from './duration.ts';
 
 export const nonEmpty = (what: string) => (v: string) => {
   if (v.trim() === '') throw new InvalidArgumentError(`${what} must not be empty`);
@@ -14,36 +16,42 @@ export const rootDirOption = () =>
     .default('/var/lib/podvol')
     .argParser(nonEmpty('--root-dir'));
 
+/** podvol's own rule for the node name when none is given: the kernel's host name, lower-cased, as kubelet. */
+export const defaultNodeName = () => hostname().trim().toLowerCase();
+
 export const nodeNameOption = () =>
   new Option('--node-name <name>', "this node's name")
     .env('PODVOL_NODE_NAME')
-    .default(hostname().toLowerCase())
+    .default(defaultNodeName())
     .argParser(nonEmpty('--node-name'));
 
-const GO_DURATION_UNITS: Record<string, number> = {
-  ns: 1e-6,
-  us: 1e-3,
-  µs: 1e-3,
-  μs: 1e-3,
-  ms: 1,
-  s: 1000,
-  m: 60_000,
-  h: 3_600_000,
-};
-
-/** Go's time.ParseDuration ("2m", "1m30s", "500ms", "0"), in milliseconds; kubelet's duration flags take these. */
-export function parseGoDuration(v: string): number {
-  if (v === '0') return 0;
-  const re = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/gy;
-  let ms = 0;
-  let end = 0;
-  for (let m = re.exec(v); m; m = re.exec(v)) {
-    ms += Number(m[1]) * GO_DURATION_UNITS[m[2]];
-    end = re.lastIndex;
-  }
-  if (v === '' || end !== v.length)
-    throw new InvalidArgumentError(`invalid duration "${v}": want e.g. 2m, 1m30s, 500ms`);
-  return ms;
+/**
+ * Adds --node-name and kubelet's --hostname-override, its other name for the
+ * same thing. kubelet trims and lower-cases the override; giving both with
+ * different values is a usage error rather than a silent pick.
+ */
+export function addNodeNameOptions(cmd: Command): Command {
+  cmd
+    .addOption(nodeNameOption())
+    .addOption(
+      new Option('--hostname-override <name>', "kubelet's name for --node-name").argParser(
+        nonEmpty('--hostname-override'),
+      ),
+    )
+    .hook('preAction', (c) => {
+      const override = c.getOptionValue('hostnameOverride') as string | undefined;
+      if (override === undefined) return;
+      const name = override.trim().toLowerCase();
+      const source = c.getOptionValueSource('nodeName');
+      if (source !== 'default' && c.getOptionValue('nodeName') !== name) {
+        c.error(
+          `--hostname-override ${name} and --node-name ${c.getOptionValue('nodeName')} disagree; give one`,
+          { code: 'podvol.nodeName' },
+        );
+      }
+      c.setOptionValueWithSource('nodeName', name, source === 'default' ? 'cli' : source);
+    });
+  return cmd;
 }
 /** Where `podvol run` serves the runtime API and `podvol mounts`/`wait` reach it; '' disables it. */
 export const DEFAULT_RUNTIME_SOCKET = '/run/podvol/podvol.sock';
@@ -51,3 +59,42 @@ export const runtimeSocketOption = () =>
   new Option('--runtime-socket <path>', "the runtime API's unix socket ('' disables it in run)")
     .env('PODVOL_RUNTIME_SOCKET')
     .default(DEFAULT_RUNTIME_SOCKET);
+
+/** Go's time.ParseDuration ("2m", "1m30s", "500ms", "0") in milliseconds, as a commander argument parser. */
+export function parseGoDuration(v: string): number {
+  try {
+    return parseDuration(v);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+}
+
+/** A Go duration (`90s`, `1m0s`, `1h30m`) of at least `min` ms, as kubelet's time flags take it. */
+export const durationArg =
+  (flag: string, min = 1) =>
+  (v: string) => {
+    const ms = parseGoDuration(v);
+    if (ms < min) throw new InvalidArgumentError(`${flag} must be at least ${min} ms, got "${v}"`);
+    return ms;
+  };
+
+export const logLevelOption = (defaultLevel = 'info', where = '') =>
+  new Option('--log-level <level>', `log level${where}`)
+    .env('PODVOL_LOG_LEVEL')
+    .choices(logLevels)
+    .default(defaultLevel);
+
+export const systemdScopeOption = () =>
+  new Option(
+    '--systemd-scope <mode>',
+    'wrap mount helpers in systemd-run --scope when systemd runs the host (auto) or never (off)',
+  )
+    .env('PODVOL_SYSTEMD_SCOPE')
+    .choices(['auto', 'off'])
+    .default('auto');
+
+export const logFormatOption = () =>
+  new Option('--log-format <format>', 'json, or one readable line per entry (text)')
+    .env('PODVOL_LOG_FORMAT')
+    .choices(logFormats)
+    .default(defaultLogFormat(), 'text on a terminal, else json');

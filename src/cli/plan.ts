@@ -1,10 +1,15 @@
-// `podvol plan`: a dry run of SetUp and TearDown for the pods of a manifest.
-// Exit codes: 0 ok, 1 the manifest cannot be read or has unusable documents,
-// 2 usage error.
-import { readFile } from 'node:fs/promises';
+// `podvol plan`: a dry run of SetUp and TearDown for the pods of a manifest
+// file, a directory of them (as --pod-manifest-path) or stdin. Exit codes: 0
+// ok, 1 the manifest cannot be read, has unusable documents, or a volume would
+// fail; 2 usage error.
+import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import type { V1Pod } from '@kubernetes/client-node';
 import { type Command, Option } from 'commander';
-import { setExitCode } from './command.ts';
+import { pino } from 'pino';
+import type { Plan } from '../agent/ops/plan.ts';
+import type { SourceError } from '../agent/pods/types.ts';
+import { EXIT_FAILURE, EXIT_OK, setExitCode } from './command.ts';
 import { nodeNameOption, nonEmpty, rootDirOption } from './options.ts';
 
 interface PlanFlags {
@@ -14,40 +19,54 @@ interface PlanFlags {
   output: 'text' | 'json';
 }
 
-async function readManifest(file: string): Promise<string> {
-  if (file === '-') {
-    const chunks: Buffer[] = [];
-    for await (const c of process.stdin) chunks.push(c as Buffer);
-    return Buffer.concat(chunks).toString('utf8');
-  }
-  return readFile(file, 'utf8');
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * A file or a directory is read by the static pod source itself (one scan), so
+ * plan sees exactly the pods, names and errors `podvol run --pod-manifest-path`
+ * would: same ignored names, same duplicate checks, same size limit.
+ */
+async function readPods(file: string, nodeName: string): Promise<{ pods: V1Pod[]; errors: SourceError[] }> {
+  const { createStaticPodSource } = await import('../agent/pods/static-source.ts');
+  await stat(file); // a missing path is an error here, not an empty directory to wait for
+  // The UID of a static pod hashes its file's path: the same absolute path `run` would see.
+  const source = createStaticPodSource({ dir: resolve(file), nodeName, logger: pino({ level: 'silent' }) });
+  await source.start();
+  await source.stop();
+  return { pods: source.pods(), errors: source.errors() };
 }
 
 async function runPlan(flags: PlanFlags): Promise<number> {
-  let text: string;
+  // Loaded here, not at the top: the other commands need none of it.
+  const { failingVolumes, planManifest, planSource } = await import('../agent/ops/plan.ts');
+  const { formatPlan } = await import('../agent/ops/plan-format.ts');
+  const { createPlanContext } = await import('../agent/ops/plan-host.ts');
+  const ctx = createPlanContext({ rootDir: flags.rootDir, nodeName: flags.nodeName });
+  let plan: Plan;
   try {
-    text = await readManifest(flags.filename);
+    plan =
+      flags.filename === '-'
+        ? planManifest(await readStdin(), flags.filename, ctx)
+        : ((r) => planSource(r.pods, r.errors, ctx))(await readPods(flags.filename, flags.nodeName));
   } catch (err) {
     process.stderr.write(`podvol plan: cannot read ${flags.filename}: ${(err as Error).message}\n`);
-    return 1;
+    return EXIT_FAILURE;
   }
-  // Loaded on use, so that other commands start without the plugins' modules.
-  const [{ planManifest }, { formatPlan }, { createPlanContext }] = await Promise.all([
-    import('../agent/ops/plan.ts'),
-    import('../agent/ops/plan-format.ts'),
-    import('../agent/ops/plan-host.ts'),
-  ]);
-  const ctx = createPlanContext({ rootDir: flags.rootDir, nodeName: flags.nodeName });
-  // The UID of a static pod hashes its file's path: the same absolute path `run` would see.
-  const plan = planManifest(text, flags.filename === '-' ? '-' : resolve(flags.filename), ctx);
   for (const e of plan.errors) {
-    const where = `${flags.filename}${e.document !== undefined ? ` document ${e.document}` : ''}`;
+    const where = `${e.file ?? flags.filename}${e.document !== undefined ? ` document ${e.document}` : ''}`;
     process.stderr.write(`podvol plan: ${where}: ${e.reason}: ${e.message}\n`);
   }
   process.stdout.write(
     flags.output === 'json' ? `${JSON.stringify(plan.steps, null, 2)}\n` : formatPlan(plan),
   );
-  return plan.errors.length > 0 ? 1 : 0;
+  const failing = failingVolumes(plan);
+  for (const s of failing)
+    process.stderr.write(`podvol plan: ${s.pod} volume ${s.volume} would fail: ${s.detail}\n`);
+  return plan.errors.length > 0 || failing.length > 0 ? EXIT_FAILURE : EXIT_OK;
 }
 
 export function planCommand(program: Command): void {
@@ -57,7 +76,10 @@ export function planCommand(program: Command): void {
       'dry run: print every directory, mount, file and unmount podvol would make for the pods of a manifest',
     )
     .addOption(
-      new Option('-f, --filename <file>', 'pod manifest (YAML or JSON, several documents); - for stdin')
+      new Option(
+        '-f, --filename <file>',
+        'pod manifest (YAML or JSON, several documents), a directory of them, or - for stdin',
+      )
         .makeOptionMandatory()
         .argParser(nonEmpty('--filename')),
     )
@@ -66,7 +88,7 @@ export function planCommand(program: Command): void {
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addHelpText(
       'after',
-      '\nChanges nothing on this host: no directory, file or mount (it only stats hostPath targets).\nExit codes: 0 ok, 1 the manifest cannot be read or has documents that are not usable pods, 2 usage error.',
+      '\nChanges nothing on this host: no directory, file or mount (it only stats hostPath targets).\nExit codes: 0 ok, 1 the manifest cannot be read, has documents that are not usable pods, or a volume would fail; 2 usage error.',
     )
     .action(async (flags: PlanFlags, cmd: Command) => {
       setExitCode(cmd, await runPlan(flags));

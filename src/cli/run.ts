@@ -1,14 +1,27 @@
 // `podvol run`: the node agent. New run flags go next to the existing ones in
 // runCommand(); the daemon itself is wired in src/agent/daemon.ts.
+import { mkdir } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { resolveAccess } from '../agent/access/serving.ts';
 import { parseListen } from '../agent/http.ts';
-import { createLogger, logLevels } from '../agent/logger.ts';
+import { createLogger, type LogFormat } from '../agent/logger.ts';
+import { lockRootDir, RootDirLockedError } from '../agent/root-lock.ts';
 import { resolveGroup } from '../agent/runtime/group.ts';
 import { version } from '../version.ts';
 import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
-import { setExitCode, usageError } from './command.ts';
-import { nodeNameOption, rootDirOption, runtimeSocketOption } from './options.ts';
+import { EXIT_FAILURE, setExitCode, usageError } from './command.ts';
+import { applyConfigFile, configOption } from './config-file.ts';
+import { formatDuration } from './duration.ts';
+import {
+  addNodeNameOptions,
+  durationArg,
+  logFormatOption,
+  logLevelOption,
+  rootDirOption,
+  runtimeSocketOption,
+  systemdScopeOption,
+} from './options.ts';
 
 const asListen = (v: string) => {
   try {
@@ -18,13 +31,6 @@ const asListen = (v: string) => {
   }
 };
 
-const positiveSeconds = (v: string) => {
-  const n = Number(v);
-  if (!Number.isFinite(n) || n <= 0)
-    throw new InvalidArgumentError(`must be a positive number of seconds, got "${v}"`);
-  return n;
-};
-
 export interface RunFlags extends AccessFlags {
   rootDir: string;
   nodeName: string;
@@ -32,6 +38,8 @@ export interface RunFlags extends AccessFlags {
   kubeconfig?: string;
   listen: { host: string; port: number };
   logLevel: string;
+  logFormat: LogFormat;
+  /** Milliseconds. */
   syncFrequency: number;
   systemdScope: 'auto' | 'off';
   runtimeSocket: string;
@@ -56,21 +64,14 @@ const asSocketPath = (v: string) => {
 };
 
 export async function run(flags: RunFlags): Promise<number> {
-  const logger = createLogger(flags.logLevel);
-  if (process.getuid?.() !== 0) {
-    process.stderr.write(
-      `podvol: must run as root to mount volumes (mount(2) needs CAP_SYS_ADMIN; this is uid ${process.getuid?.()}); try: sudo npm start\n`,
-    );
-    return 1;
-  }
+  const logger = createLogger(flags.logLevel, { format: flags.logFormat });
   if (
     !flags.podManifestPath &&
     !flags.kubeconfig &&
     !process.env.KUBECONFIG &&
     !process.env.KUBERNETES_SERVICE_HOST
   ) {
-    process.stderr.write('podvol: nothing to serve: give --pod-manifest-path and/or --kubeconfig\n');
-    return 2;
+    return usageError('nothing to serve: give --pod-manifest-path and/or --kubeconfig');
   }
   const clusterMode = Boolean(
     flags.kubeconfig || process.env.KUBECONFIG || process.env.KUBERNETES_SERVICE_HOST,
@@ -80,6 +81,29 @@ export async function run(flags: RunFlags): Promise<number> {
   } catch (err) {
     return usageError((err as Error).message);
   }
+  if (process.getuid?.() !== 0) {
+    process.stderr.write(
+      `podvol: must run as root to mount volumes (mount(2) needs CAP_SYS_ADMIN; this is uid ${process.getuid?.()}); try: sudo npm start\n`,
+    );
+    return 1;
+  }
+  // Listening before the daemon starts: a SIGTERM during start-up stops it cleanly once started,
+  // instead of killing it half-way (the HTTP endpoints answer before start-up is over).
+  const stopSignal = new Promise<string>((res) => {
+    process.once('SIGTERM', () => res('SIGTERM'));
+    process.once('SIGINT', () => res('SIGINT'));
+  });
+  // The lock comes before anything reads or changes the root directory (reconstruction included).
+  const rootDir = resolve(flags.rootDir);
+  await mkdir(rootDir, { recursive: true, mode: 0o750 });
+  let lock: Awaited<ReturnType<typeof lockRootDir>>;
+  try {
+    lock = await lockRootDir(rootDir, 'run');
+  } catch (err) {
+    if (!(err instanceof RootDirLockedError)) throw err;
+    process.stderr.write(`podvol: ${err.message}\n`);
+    return EXIT_FAILURE;
+  }
   const cluster = clusterMode
     ? await (await import('../agent/cluster.ts')).connectCluster({
         kubeconfig: flags.kubeconfig,
@@ -87,48 +111,49 @@ export async function run(flags: RunFlags): Promise<number> {
         logger,
       })
     : undefined;
-  // Loaded here, not at the top: the other commands (mounts, wait, status) start without the daemon's modules.
+  // Loaded here, not at the top: `podvol version`, `status` and `--help` need none of it.
   const { startDaemon } = await import('../agent/daemon.ts');
   const daemon = await startDaemon({
-    rootDir: flags.rootDir,
+    rootDir,
     nodeName: flags.nodeName,
     podManifestPath: flags.podManifestPath,
     listen: flags.listen,
-    syncFrequencyMs: flags.syncFrequency * 1000,
+    syncFrequencyMs: flags.syncFrequency,
     systemdScope: flags.systemdScope,
     access: toAccessOptions(flags),
-    logger,
-    version,
-    cluster,
     hostRoot: flags.hostRoot,
     runtimeSocket: flags.runtimeSocket
       ? { path: flags.runtimeSocket, group: flags.runtimeSocketGroup }
       : undefined,
+    logger,
+    version,
+    cluster,
   });
   process.on('uncaughtException', (err) =>
     logger.error({ err: err.message, stack: err.stack }, 'uncaught exception'),
   );
   process.on('unhandledRejection', (err) => logger.error({ err: String(err) }, 'unhandled rejection'));
-  const signal = await new Promise<string>((res) => {
-    process.once('SIGTERM', () => res('SIGTERM'));
-    process.once('SIGINT', () => res('SIGINT'));
-  });
+  const signal = await stopSignal;
   logger.info({ signal }, 'stopping; mounted volumes stay mounted');
   await daemon.stop();
+  await lock.release();
   logger.flush();
   return 0;
 }
 
 export function runCommand(program: Command): void {
-  const command = program
+  const cmd = program
     .command('run')
     .description('run the node agent')
-    .addOption(rootDirOption())
-    .addOption(nodeNameOption())
+    .addOption(configOption())
+    // Registered first: the node-name hook of addNodeNameOptions must see a name from the file too.
+    .hook('preAction', (c) => applyConfigFile(c, true))
+    .addOption(rootDirOption());
+  addNodeNameOptions(cmd)
     .addOption(
       new Option(
-        '--pod-manifest-path <dir>',
-        'directory of static pod manifests (YAML or JSON), watched',
+        '--pod-manifest-path <path>',
+        'static pod manifests (YAML or JSON): a directory of them or one file; watched',
       ).env('PODVOL_POD_MANIFEST_PATH'),
     )
     .addOption(
@@ -140,23 +165,15 @@ export function runCommand(program: Command): void {
         .default(parseListen('127.0.0.1:10280'), '127.0.0.1:10280')
         .argParser(asListen),
     )
+    .addOption(systemdScopeOption())
     .addOption(
       new Option(
-        '--systemd-scope <mode>',
-        'wrap mounts in systemd-run --scope when systemd runs the host (auto) or never (off)',
-      )
-        .env('PODVOL_SYSTEMD_SCOPE')
-        .choices(['auto', 'off'])
-        .default('auto'),
-    )
-    .addOption(
-      new Option(
-        '--sync-frequency <seconds>',
-        'how often configMap, secret, token and downwardAPI files are re-rendered',
+        '--sync-frequency <duration>',
+        'how often configMap, secret, token and downwardAPI files are re-rendered (e.g. 1m0s, 90s)',
       )
         .env('PODVOL_SYNC_FREQUENCY')
-        .default(60)
-        .argParser(positiveSeconds),
+        .default(60_000, formatDuration(60_000))
+        .argParser(durationArg('--sync-frequency')),
     )
     .addOption(runtimeSocketOption().argParser(asSocketPath))
     .addOption(
@@ -179,14 +196,15 @@ export function runCommand(program: Command): void {
           return v.length > 1 ? v.replace(/\/+$/, '') : v;
         }),
     )
-    .addOption(
-      new Option('--log-level <level>', 'log level')
-        .env('PODVOL_LOG_LEVEL')
-        .choices(logLevels)
-        .default('info'),
-    );
-  for (const o of accessOptions()) command.addOption(o);
-  command.action(async (flags: RunFlags, cmd: Command) => {
-    setExitCode(cmd, await run(flags));
-  });
+    .addOption(logLevelOption())
+    .addOption(logFormatOption())
+    .addHelpText(
+      'after',
+      "\nDurations take Go's syntax, as kubelet's flags: 90s, 1m0s, 1h30m, 500ms.\n--config FILE: a YAML mapping whose keys are these flags (rootDir or root-dir: ...); flags and PODVOL_* variables win.",
+    )
+    .action(async (flags: RunFlags, c: Command) => {
+      setExitCode(c, await run(flags));
+    });
+  // Access to the HTTP port (TLS, webhook authn/authz): kubelet's flags, in src/cli/access.ts.
+  for (const o of accessOptions()) cmd.addOption(o);
 }

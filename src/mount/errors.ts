@@ -1,5 +1,6 @@
 // Errors of the mount layer. Everything here is safe to log: arguments are
 // stored already masked, so a MountError can go straight into an Event.
+import type { MountHolder } from './holders.ts';
 
 /** errno codes that mean "something is mounted here but it is broken" (mount-utils IsCorruptedMnt). */
 export const CORRUPTED_MOUNT_CODES: ReadonlySet<string> = new Set([
@@ -42,6 +43,8 @@ export interface MountErrorDetails {
   code?: string;
   /** What went wrong, before the command/arguments/output lines. */
   reason: string;
+  /** For a busy unmount: the processes holding the mount (found through /proc). */
+  holders?: readonly MountHolder[];
 }
 
 /**
@@ -57,6 +60,7 @@ export class MountError extends Error {
   readonly signal: string | undefined;
   readonly timedOut: boolean;
   readonly code: string | undefined;
+  readonly holders: readonly MountHolder[];
 
   constructor(d: MountErrorDetails) {
     const argText = d.args.join(' ');
@@ -74,6 +78,7 @@ export class MountError extends Error {
     this.signal = d.signal;
     this.timedOut = d.timedOut;
     this.code = d.code;
+    this.holders = d.holders ?? [];
   }
 }
 

@@ -6,6 +6,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { type Logger, silentLogger } from '../logger.ts';
 import { isCorruptedMountError, MountError, MountOptionError, type OptionProblem } from './errors.ts';
 import { type CommandRunner, createExecaRunner, type RunResult } from './exec.ts';
+import { findMountHolders, formatHolders } from './holders.ts';
 import {
   isMountPointIn,
   mountContaining,
@@ -233,6 +234,18 @@ export class LinuxMounter implements Interface {
       this.#log.info({ target, output: res.output }, 'Not mounted, nothing to unmount');
       return 'not-mounted';
     }
+    const busy = /target is busy|device is busy/i.test(res.output);
+    // kubelet only retries a busy unmount; say who holds it, so the operator can act.
+    const path = await this.#mountinfoPath(target);
+    const holders = busy ? await findMountHolders(path) : [];
+    const below = busy
+      ? (await this.list()).map((m) => m.mountPoint).filter((mp) => mp.startsWith(`${path}/`))
+      : [];
+    const why = [
+      ...(holders.length > 0 ? [`held by ${formatHolders(holders)}`] : []),
+      ...(below.length > 0 ? [`mounted below it: ${below.join(', ')}`] : []),
+    ];
+    const reason = failureReason(res, 'umount', this.#timeoutMs);
     throw new MountError({
       operation: 'unmount',
       command: 'umount',
@@ -241,8 +254,11 @@ export class LinuxMounter implements Interface {
       exitCode: res.exitCode,
       signal: res.signal,
       timedOut: res.timedOut,
-      code: /target is busy|device is busy/i.test(res.output) ? 'EBUSY' : undefined,
-      reason: failureReason(res, 'umount', this.#timeoutMs),
+      code: busy ? 'EBUSY' : undefined,
+      reason: busy
+        ? `${reason}: target is busy, ${why.length > 0 ? why.join('; ') : 'no holder found in /proc'}`
+        : reason,
+      holders,
     });
   }
 
@@ -252,15 +268,19 @@ export class LinuxMounter implements Interface {
    * the parent directory is resolved.
    */
   async #stillMounted(target: string): Promise<boolean> {
+    return isMountPointIn(await this.list(), await this.#mountinfoPath(target));
+  }
+
+  /** `target` as mountinfo spells it: the parent resolved, the last component untouched. */
+  async #mountinfoPath(target: string): Promise<string> {
     const abs = resolve(target);
-    let path = abs;
     try {
       const parent = await this.#fs.realpath(dirname(abs));
-      path = parent === '/' ? `/${basename(abs)}` : `${parent}/${basename(abs)}`;
+      return parent === '/' ? `/${basename(abs)}` : `${parent}/${basename(abs)}`;
     } catch {
       // Parent missing or broken: mountinfo under the literal path decides.
+      return abs;
     }
-    return isMountPointIn(await this.list(), path);
   }
 
   async isLikelyNotMountPoint(path: string): Promise<boolean> {

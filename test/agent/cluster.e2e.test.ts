@@ -244,7 +244,7 @@ mountTest('cluster mode: a token near expiry is refreshed in the projected volum
   );
   const p = await startPodvol({
     rootDir: join(base, 'root'),
-    extra: ['--kubeconfig', kubeconfig, '--sync-frequency', '1'],
+    extra: ['--kubeconfig', kubeconfig, '--sync-frequency', '1s'],
   });
   t.after(() => p.stop());
   const first = await waitFor(

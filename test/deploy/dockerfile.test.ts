@@ -78,6 +78,13 @@ describe('Dockerfile', () => {
     for (const cmd of instructions(runtime, 'CMD')) assert.match(cmd.args, /^\[/, 'CMD in exec form');
   });
 
+  test("the CLI is on the image's PATH as podvol", () => {
+    assert.ok(
+      runs(runtime).some((r) => r.includes('ln -s /app/bin/podvol.js /usr/local/bin/podvol')),
+      "/usr/local/bin/podvol -> /app/bin/podvol.js (executable, #!/usr/bin/env node: the image's Node 24)",
+    );
+  });
+
   test('.dockerignore lets in exactly what the build stage copies from the context', () => {
     assert.equal(dockerignore[0], '**', 'start from an empty context');
     const allowed = dockerignore

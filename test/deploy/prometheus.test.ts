@@ -100,6 +100,20 @@ describe('deploy/prometheus/alerts.yaml', () => {
     }
   });
 
+  test('a target that vanishes is caught as well as one that is down: absent() for the job, per node too', () => {
+    const expr = (name: string) =>
+      rules
+        .find((r) => r.alert === name)
+        ?.expr.replace(/\s+/g, ' ')
+        .trim();
+    assert.equal(expr('PodvolDown'), 'up{job="podvol"} == 0');
+    assert.equal(expr('PodvolAbsent'), 'absent(up{job="podvol"})');
+    assert.match(
+      expr('PodvolTargetVanished') ?? '',
+      /present_over_time\(up\{job="podvol"\}\[1h\]\).* unless on \(job, instance\)/,
+    );
+  });
+
   test('every rule names only podvol metrics (or up), has a severity, summary and description', () => {
     for (const r of rules) {
       for (const n of metricNamesInPromQL(r.expr)) {

@@ -95,34 +95,25 @@ describe('deploy/systemd/podvol.service', () => {
     assert.ok(timeout >= 60, 'in-flight operations get time to finish');
   });
 
-  test('runs `podvol run` with Node directly, flags from the environment file', () => {
+  test('runs the single executable, `podvol run`, with settings from the environment file', () => {
     const [exec] = get('Service', 'ExecStart')!;
-    const argv = exec.split(/\s+/);
-    assert.equal(argv[0], '/usr/bin/node');
-    assert.deepEqual(argv.slice(1, 3), ['/opt/podvol/bin/podvol.js', 'run']);
+    assert.deepEqual(exec.split(/\s+/), ['/usr/local/bin/podvol', 'run', '$PODVOL_ARGS']);
     assert.deepEqual(get('Service', 'EnvironmentFile'), ['-/etc/default/podvol']);
     assert.deepEqual(get('Service', 'Type'), ['exec'], 'Node cannot sd_notify, so not Type=notify');
-    for (const [flag, variable] of [
-      ['--node-name', 'PODVOL_NODE_NAME'],
-      ['--root-dir', 'PODVOL_ROOT_DIR'],
-      ['--listen', 'PODVOL_LISTEN'],
-      ['--log-level', 'PODVOL_LOG_LEVEL'],
-    ]) {
-      assert.equal(argv[argv.indexOf(flag) + 1], `\${${variable}}`, flag);
-    }
-    assert.equal(argv.at(-1), '$PODVOL_ARGS', 'optional flags are word-split, so an empty value adds none');
   });
 
-  test('the environment file sets every variable ExecStart needs, listening on loopback', () => {
+  test("the environment file sets podvol's own variables, listening on loopback", () => {
     for (const v of ['PODVOL_ROOT_DIR', 'PODVOL_LISTEN', 'PODVOL_LOG_LEVEL', 'PODVOL_ARGS']) {
       assert.ok(envVars.has(v), v);
     }
     assert.equal(envVars.get('PODVOL_LISTEN'), '127.0.0.1:10280');
     assert.equal(envVars.get('PODVOL_ROOT_DIR'), '/var/lib/podvol');
-    assert.ok(
-      get('Service', 'Environment')?.includes('PODVOL_NODE_NAME=%l'),
-      'node name defaults to the host name',
-    );
+  });
+
+  test("the node name follows podvol's own rule, not systemd's short host name", () => {
+    assert.equal(get('Service', 'Environment'), undefined);
+    assert.equal(envVars.has('PODVOL_NODE_NAME'), false, 'unset unless the operator sets it');
+    assert.ok(!/%[lHm]/.test(get('Service', 'ExecStart')!.join(' ')));
   });
 
   test('hardened without a mount namespace: capabilities, no new privileges, seccomp, address families', () => {

@@ -1,10 +1,11 @@
 // Tests that really mount run only inside the private mount namespace that
 // scripts/test.ts sets up (PODVOL_MOUNTNS=1), so nothing leaks into the host's
 // mount table. Outside it they skip with a reason; under CI=true that is a failure.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
+import { execa } from 'execa';
 
 export const inMountNamespace = process.env.PODVOL_MOUNTNS === '1';
 
@@ -26,9 +27,29 @@ export function mountTest(name: string, fn: (t: TestContext) => Promise<void>): 
   test(name, { skip: reason ?? false }, fn);
 }
 
-/** A fresh directory removed after the test (unless it is still a mount point, which rm refuses to cross). */
+/**
+ * A fresh directory, removed after the test with everything in it: whatever a
+ * test (or the podvol it ran) left mounted below it is detached first, so that
+ * a failing test leaves nothing behind either. (Only inside the test mount
+ * namespace; rm never runs across a mount point.)
+ */
 export async function tempDir(t: TestContext, prefix = 'podvol-test-'): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), prefix));
-  t.after(() => rm(dir, { recursive: true, force: true }).catch(() => {}));
+  t.after(() => removeTempDir(dir));
   return dir;
+}
+
+export async function removeTempDir(dir: string): Promise<void> {
+  if (inMountNamespace) {
+    const below = (await readFile('/proc/self/mountinfo', 'utf8'))
+      .split('\n')
+      .map((l) => l.split(' ')[4])
+      .filter((mp) => mp?.startsWith(`${dir}/`))
+      .reverse();
+    for (const mp of below) {
+      // -l: a mount a test left busy still goes; the namespace ends with the run anyway.
+      await execa('umount', ['-l', mp], { reject: false, timeout: 10_000 });
+    }
+  }
+  await rm(dir, { recursive: true, force: true, maxRetries: 3 });
 }

@@ -145,6 +145,11 @@ export function planPods(pods: V1Pod[], ctx: PlanContext): PlanStep[] {
 /** Parses a manifest as the static pod source does and plans its pods. */
 export function planManifest(text: string, file: string, ctx: PlanContext): Plan {
   const { pods, errors } = parseManifestFile(text, file, ctx.nodeName);
+  return planSource(pods, errors, ctx);
+}
+
+/** Plans pods a pod source produced; its errors are the documents that are not usable pods. */
+export function planSource(pods: V1Pod[], errors: SourceError[], ctx: PlanContext): Plan {
   return {
     rootDir: ctx.rootDir,
     nodeName: ctx.nodeName,
@@ -153,3 +158,6 @@ export function planManifest(text: string, file: string, ctx: PlanContext): Plan
     errors,
   };
 }
+
+/** The volumes whose SetUp would fail (the daemon would report them failed in /status). */
+export const failingVolumes = (plan: Plan): PlanStep[] => plan.steps.filter((s) => s.action === 'skip');

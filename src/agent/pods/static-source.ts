@@ -1,5 +1,6 @@
 // --pod-manifest-path: the static pod source. Reads every manifest file in one
-// directory (not recursive) and keeps pods() in step with it: fs.watch events
+// directory (not recursive), or one manifest file as kubelet accepts too, and
+// keeps pods() in step with it: fs.watch events
 // trigger a rescan within debounceMs, and a periodic rescan catches whatever
 // inotify misses (network filesystems, a directory that appears later or is
 // replaced). A rescan only re-parses files whose stat changed.
@@ -11,14 +12,14 @@
 // pod a second time.
 import { type FSWatcher, watch } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../../logger.ts';
 import { MAX_MANIFEST_BYTES, type ParsedManifest, parseManifestFile } from './manifest.ts';
 import type { PodSource, SourceError } from './types.ts';
 
 export interface StaticPodSourceOptions {
-  /** Directory holding the manifests; may not exist yet. */
+  /** Directory holding the manifests, or a single manifest file; may not exist yet. */
   dir: string;
   nodeName: string;
   logger: Logger;
@@ -100,6 +101,8 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
   let dirMissingLogged = false;
   let watcher: FSWatcher | undefined;
   let watchedIno: bigint | undefined;
+  /** The directory the manifests are read from and watched: dir, or a single file's parent. */
+  let base = dir;
   let debounceTimer: NodeJS.Timeout | undefined;
   let resyncTimer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
@@ -120,7 +123,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     if (watcher && watchedIno === dirIno) return;
     closeWatcher();
     try {
-      const w = watch(dir, { persistent: false }, () => schedule(debounceMs));
+      const w = watch(base, { persistent: false }, () => schedule(debounceMs));
       w.on('error', (err) => {
         log.debug(
           { err: errText(err) },
@@ -166,23 +169,30 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     return running;
   }
 
-  async function readDir(): Promise<{ names: string[]; ino?: bigint } | { error: SourceError }> {
+  async function readDir(): Promise<
+    { base: string; names: string[]; ino?: bigint; single?: boolean } | { error: SourceError }
+  > {
     try {
       const st = await stat(dir, { bigint: true });
+      if (st.isFile()) {
+        // One manifest file: watch its directory, so a rename over it (an atomic update) is seen too.
+        const parent = await stat(dirname(dir), { bigint: true });
+        return { base: dirname(dir), names: [basename(dir)], ino: parent.ino, single: true };
+      }
       if (!st.isDirectory()) {
         return {
           error: {
             source: 'file',
             file: dir,
             reason: 'ReadError',
-            message: 'manifest path is not a directory',
+            message: 'manifest path is neither a directory nor a regular file',
           },
         };
       }
       const names = (await readdir(dir)).sort();
-      return { names, ino: st.ino };
+      return { base: dir, names, ino: st.ino };
     } catch (err) {
-      if (errno(err) === 'ENOENT') return { names: [] };
+      if (errno(err) === 'ENOENT') return { base: dir, names: [] };
       return {
         error: {
           source: 'file',
@@ -195,7 +205,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
   }
 
   async function readManifest(name: string): Promise<ParsedManifest | 'skip'> {
-    const path = join(dir, name);
+    const path = join(base, name);
     const fail = (reason: string, message: string): ParsedManifest => ({
       pods: [],
       errors: [{ source: 'file', file: path, reason, message }],
@@ -259,9 +269,15 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     } else {
       dirMissingLogged = false;
     }
+    if (listing.base !== base) {
+      closeWatcher();
+      cache.clear();
+      base = listing.base;
+    }
     ensureWatcher(listing.ino);
 
-    const names = listing.names.filter((n) => !isIgnoredManifestName(n));
+    // A single file named on purpose is read whatever its name, as kubelet does.
+    const names = listing.single ? listing.names : listing.names.filter((n) => !isIgnoredManifestName(n));
     for (const name of cache.keys()) if (!names.includes(name)) cache.delete(name);
     const pods: V1Pod[] = [];
     const errors: SourceError[] = [];
@@ -272,7 +288,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
       if (stopped) return;
       if (result === 'skip') continue;
       errors.push(...result.errors);
-      const file = join(dir, name);
+      const file = join(base, name);
       for (const pod of result.pods) {
         const uid = pod.metadata?.uid ?? '';
         const ns = pod.metadata?.namespace ?? '';

@@ -117,7 +117,7 @@ export async function mountVolume(
 
 /** kubelet's GenerateUnmountVolumeFunc: TearDown, then forget the volume and its record. */
 export async function unmountVolume(ctx: VolumeManagerContext, v: MountedVolume): Promise<void> {
-  const { logger, metrics, pluginMgr, rootDir, asw } = ctx;
+  const { logger, metrics, pluginMgr, rootDir, asw, host } = ctx;
   const log = {
     pod: `${v.podNamespace}/${v.podName}`,
     podUID: v.podUID,
@@ -134,10 +134,23 @@ export async function unmountVolume(ctx: VolumeManagerContext, v: MountedVolume)
     metrics.operation(v.pluginName, 'volume_unmount', false, seconds);
     metrics.operationError('volume_unmount', reason);
     v.state = 'uncertain';
+    const message = (err as Error).message;
     logger.warn(
-      { ...log, durationMs: Math.round(seconds * 1000), reason, err: (err as Error).message },
+      { ...log, durationMs: Math.round(seconds * 1000), reason, err: message },
       'UnmountVolume.TearDown failed',
     );
+    // kubelet only logs this. The pod (still in the API while it terminates) gets kubelet's
+    // FailedUnMount Event too, so whoever holds a busy volume is named where the pod's owner looks.
+    if (v.podName) {
+      host
+        .getEventRecorder()
+        .eventf(
+          { metadata: { namespace: v.podNamespace, name: v.podName, uid: v.podUID } },
+          'Warning',
+          'FailedUnMount',
+          `UnmountVolume.TearDown failed for volume "${v.volumeName}" : ${message}`,
+        );
+    }
     throw err;
   }
   const seconds = (performance.now() - t0) / 1000;

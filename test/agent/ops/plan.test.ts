@@ -129,6 +129,10 @@ async function demoSetup(t: import('node:test').TestContext) {
   return { base, root, hostParent, hostPath, manifests, manifest };
 }
 
+/** The demo pod's broken volume, as plan names it on stderr. */
+const climbFails =
+  'podvol plan: default/demo-testnode volume climb would fail: UnknownStorageMedium: unknown storage medium "SSD"\n';
+
 const planArgs = (manifest: string, root: string, ...extra: string[]) => [
   'plan',
   '-f',
@@ -143,15 +147,48 @@ const planArgs = (manifest: string, root: string, ...extra: string[]) => [
 test('plan prints every directory, mount and file of set-up, then tear-down, in order', async (t) => {
   const { root, hostPath, manifest } = await demoSetup(t);
   const r = await runCli(planArgs(manifest, root));
+  // The broken hostPath volume would fail: named on stderr, and exit code 1.
+  assert.equal(r.stderr, climbFails);
+  assert.equal(r.code, 1);
+  assert.equal(anyRecordSize(r.stdout), expectedText(root, hostPath));
+});
+
+test('plan exits 0 when every volume would be set up', async (t) => {
+  const { root, manifests, hostPath } = await demoSetup(t);
+  const file = join(manifests, 'demo.json');
+  const pod = JSON.parse(demoPod(hostPath));
+  pod.spec.volumes = pod.spec.volumes.filter((v: { name: string }) => v.name !== 'climb');
+  pod.spec.containers[0].volumeMounts = pod.spec.containers[0].volumeMounts.filter(
+    (m: { name: string }) => m.name !== 'climb',
+  );
+  await writeFile(file, JSON.stringify(pod));
+  const r = await runCli(planArgs(file, root));
   assert.equal(r.stderr, '');
   assert.equal(r.code, 0);
-  assert.equal(anyRecordSize(r.stdout), expectedText(root, hostPath));
+  assert.doesNotMatch(r.stdout, /skip volume/);
+});
+
+test('plan -f DIR plans every manifest of a directory as --pod-manifest-path reads it', async (t) => {
+  const { root, hostPath, manifests } = await demoSetup(t);
+  await writeFile(join(manifests, '.hidden.yaml'), 'not: [a pod');
+  await writeFile(
+    join(manifests, 'other.yaml'),
+    'apiVersion: v1\nkind: Pod\nmetadata: {name: other}\nspec:\n  containers: [{name: c, image: x, volumeMounts: [{name: scratch, mountPath: /s}]}]\n  volumes: [{name: scratch, emptyDir: {}}]\n',
+  );
+  const r = await runCli(planArgs(manifests, root));
+  assert.equal(r.stderr, climbFails);
+  assert.equal(r.code, 1);
+  assert.match(r.stdout, /^pod default\/demo-testnode \(uid /m);
+  assert.match(r.stdout, /^pod default\/other-testnode \(uid /m);
+  assert.match(r.stdout, /volume scratch:/);
+  // The demo pod's section is exactly the one a plan of its file alone prints.
+  assert.ok(anyRecordSize(r.stdout).includes(expectedText(root, hostPath).split('\n\n')[1]));
 });
 
 test('plan -o json lists the same steps as {phase, pod, volume, action, path, detail}', async (t) => {
   const { root, hostPath, manifest } = await demoSetup(t);
   const r = await runCli(planArgs(manifest, root, '-o', 'json'));
-  assert.equal(r.code, 0);
+  assert.equal(r.code, 1);
   const steps = JSON.parse(r.stdout) as Record<string, string>[];
   assert.deepEqual(steps[0], {
     phase: 'setup',
@@ -202,7 +239,7 @@ test('plan reports manifest documents that are not pods on stderr and exits 1, s
   assert.equal(r.code, 1);
   assert.equal(
     r.stderr,
-    `podvol plan: ${file} document 2: NotAPod: kind "Deployment": only apiVersion "v1", kind "Pod" documents are static pods\n`,
+    `podvol plan: ${file} document 2: NotAPod: kind "Deployment": only apiVersion "v1", kind "Pod" documents are static pods\n${climbFails}`,
   );
   assert.equal(anyRecordSize(r.stdout), expectedText(root, hostPath));
 });
@@ -214,7 +251,8 @@ test('plan reads the manifest from stdin with -f -', async (t) => {
     { PODVOL_ROOT_DIR: root },
     demoPod(hostPath),
   );
-  assert.equal(r.code, 0);
+  assert.equal(r.stderr, climbFails);
+  assert.equal(r.code, 1);
   assert.equal(anyRecordSize(r.stdout), expectedText(root, hostPath));
 });
 
@@ -355,7 +393,7 @@ mountTest(
     };
     for (const output of ['text', 'json']) {
       const r = await runCli(planArgs(manifest, root, '-o', output));
-      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stderr, climbFails);
       assert.match(r.stdout, output === 'text' ? /mount -t tmpfs/ : /"action": "mount"/);
     }
     assert.deepEqual(await mountTableExceptOtherTests(base), before.mounts);

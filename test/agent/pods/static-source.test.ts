@@ -198,11 +198,24 @@ describe('static pod source', () => {
     await waitFor('pods of the re-created directory', () => names(src).includes('again-node-a'));
   });
 
-  test('a manifest path that is a file is reported, not fatal', async (t) => {
+  test('a manifest path that is one file is read, whatever its name, and followed like a directory', async (t) => {
     const parent = await tempDir(t);
-    const file = join(parent, 'not-a-dir');
-    await writeFile(file, manifest('x'));
+    const file = join(parent, '.single.yaml');
+    await writeFile(file, manifest('one'));
+    await writeFile(join(parent, 'sibling.yaml'), manifest('sibling'));
     const { src } = await startSource(t, file);
+    assert.deepEqual(names(src), ['one-node-a']);
+    assert.deepEqual(src.errors(), []);
+    // Replaced by a rename (how editors and config management write files).
+    await writeFile(join(parent, '.tmp'), manifest('two'));
+    await rename(join(parent, '.tmp'), file);
+    await waitFor('the replaced manifest', () => names(src).join() === 'two-node-a');
+    await rm(file);
+    await waitFor('the pod to go with its file', () => src.pods().length === 0);
+  });
+
+  test('a manifest path that is neither file nor directory is reported, not fatal', async (t) => {
+    const { src } = await startSource(t, '/dev/null');
     assert.deepEqual(src.pods(), []);
     assert.deepEqual(
       src.errors().map((e) => e.reason),

@@ -1,0 +1,144 @@
+// npm run build:binary: podvol as one self-contained executable, dist/podvol.
+//
+// Node's single executable application support: esbuild bundles the CLI and
+// every dependency into one CommonJS file, Node 24 (the `node` devDependency,
+// whatever node runs this script) turns it into a SEA blob, and postject
+// injects the blob into a copy of that same Node 24 binary. The result needs
+// no Node, no node_modules and no source tree on the machine: copy it to
+// /usr/local/bin/podvol. Data files the sources read next to themselves (the
+// CSI .proto files) travel as SEA assets and are extracted on first use.
+import { execFileSync } from 'node:child_process';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { build, type Plugin } from 'esbuild';
+
+const repo = join(import.meta.dirname, '..');
+const dist = join(repo, 'dist');
+const bundle = join(dist, 'podvol.cjs');
+const blob = join(dist, 'podvol.blob');
+const output = join(dist, 'podvol');
+/** postject's marker in Node's binary (fixed by Node; see doc/api/single-executable-applications.md). */
+const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+
+const major = Number(process.versions.node.split('.')[0]);
+if (major < 24) {
+  console.error(
+    `build:binary needs Node 24 (this is ${process.version}); run it through npm run build:binary`,
+  );
+  process.exit(1);
+}
+
+/** Files under src/ that are not code but read at run time relative to their module. */
+function dataFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) return dataFiles(p);
+    return /\.(ts|js|json|md)$/.test(e.name) ? [] : [p];
+  });
+}
+
+// import.meta.dirname of a module under src/ becomes a directory where that
+// module's data files are: in the executable, extracted from the SEA assets.
+const metaDirname: Plugin = {
+  name: 'import-meta-dirname',
+  setup(b) {
+    b.onLoad({ filter: /\/src\/.*\.ts$/ }, (args) => {
+      const text = readFileSync(args.path, 'utf8');
+      if (!text.includes('import.meta.dirname')) return undefined;
+      const rel = relative(join(repo, 'src'), dirname(args.path));
+      return {
+        contents: text.replaceAll('import.meta.dirname', `__podvolModuleDir(${JSON.stringify(rel)})`),
+        loader: 'ts',
+      };
+    });
+  },
+};
+
+const banner = `"use strict";
+const __podvolAssets = { dir: undefined };
+function __podvolModuleDir(rel) {
+  const { join } = require('node:path');
+  const sea = require('node:sea');
+  if (!sea.isSea()) return join(__dirname, '..', 'src', rel);
+  if (__podvolAssets.dir === undefined) {
+    const fs = require('node:fs');
+    const os = require('node:os');
+    const dir = fs.mkdtempSync(join(os.tmpdir(), 'podvol-assets-'));
+    for (const key of sea.getAssetKeys()) {
+      fs.mkdirSync(join(dir, require('node:path').dirname(key)), { recursive: true, mode: 0o700 });
+      fs.writeFileSync(join(dir, key), Buffer.from(sea.getAsset(key)), { mode: 0o600 });
+    }
+    process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+    __podvolAssets.dir = dir;
+  }
+  return join(__podvolAssets.dir, rel);
+}`;
+
+rmSync(dist, { recursive: true, force: true });
+mkdirSync(dist, { recursive: true });
+
+const result = await build({
+  entryPoints: [join(repo, 'scripts', 'sea-entry.ts')],
+  outfile: bundle,
+  bundle: true,
+  platform: 'node',
+  format: 'cjs',
+  target: `node${major}`,
+  plugins: [metaDirname],
+  banner: { js: banner },
+  // Optional native speed-ups of ws; without them ws works in plain JS.
+  external: ['bufferutil', 'utf-8-validate'],
+  logLevel: 'warning',
+  legalComments: 'none',
+});
+// import.meta is empty in a CommonJS bundle: a leftover use would break at run time, so it fails the build.
+const metaUses = result.warnings.filter((w) => /import\.meta/.test(w.text));
+if (metaUses.length > 0) {
+  console.error(
+    `build:binary: import.meta left in the bundle:\n${metaUses.map((w) => `  ${w.location?.file}:${w.location?.line}: ${w.text}`).join('\n')}`,
+  );
+  process.exit(1);
+}
+
+const assets = Object.fromEntries(
+  dataFiles(join(repo, 'src')).map((f) => [relative(join(repo, 'src'), f), f]),
+);
+const seaConfig = join(dist, 'sea-config.json');
+writeFileSync(
+  seaConfig,
+  JSON.stringify({
+    main: bundle,
+    output: blob,
+    disableExperimentalSEAWarning: true,
+    useCodeCache: false,
+    assets,
+  }),
+);
+execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'inherit' });
+
+copyFileSync(process.execPath, output);
+chmodSync(output, 0o755);
+execFileSync(
+  process.execPath,
+  [
+    join(repo, 'node_modules', 'postject', 'dist', 'cli.js'),
+    output,
+    'NODE_SEA_BLOB',
+    blob,
+    '--sentinel-fuse',
+    SEA_FUSE,
+  ],
+  { stdio: 'inherit' },
+);
+rmSync(blob);
+rmSync(seaConfig);
+const version = execFileSync(output, ['version'], { encoding: 'utf8' }).trim();
+console.log(`built ${relative(repo, output)}: ${version}, ${Object.keys(assets).length} assets`);

@@ -1,0 +1,203 @@
+// `podvol drain`: with the daemon stopped, tear down every volume under a root
+// directory. It is the volume manager itself run with no pods and every source
+// synced, so a volume goes exactly the way a deleted pod's volume goes in the
+// daemon: reconstructed from disk and the records, TearDown through its plugin
+// (CSI volumes unpublished and unstaged through their drivers, which
+// register through <root>/plugins_registry as with the daemon), records removed, and pod directories removed only
+// when the mount table shows nothing mounted below them. Nothing outside the
+// pod directories and podvol's own bookkeeping is touched.
+import type { Dirent } from 'node:fs';
+import { readdir, rmdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Logger } from '../logger.ts';
+import type * as mount from '../mount/types.ts';
+import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
+import { podDir, podsDir } from '../volumehost/paths.ts';
+import { openDirBeneath } from '../volumehost/safe-fs.ts';
+import type { VolumeStack } from './volume-stack.ts';
+import { VolumeManager } from './volumemanager/volume-manager.ts';
+
+export interface DrainVolume {
+  podUID: string;
+  /** `<namespace>/<name>` from the volume's record; empty when there was none. */
+  pod: string;
+  volume: string;
+  plugin: string;
+  path: string;
+}
+
+export interface DrainLeftover {
+  what: string;
+  reason: string;
+  message: string;
+}
+
+export interface DrainReport {
+  rootDir: string;
+  dryRun: boolean;
+  /** Volumes found on disk: torn down, or (dry run) to be torn down. */
+  volumes: DrainVolume[];
+  /** Pod directories found: removed, or (dry run) to be removed once nothing is mounted below them. */
+  podDirs: string[];
+  /** Mount points below the root directory, as the mount table lists them before the drain. */
+  mounts: string[];
+  /** What is still there afterwards, and why (empty when the drain is complete; always empty in a dry run). */
+  leftovers: DrainLeftover[];
+}
+
+export interface DrainOptions {
+  rootDir: string;
+  stack: VolumeStack;
+  logger: Logger;
+  dryRun: boolean;
+  /** How long to keep retrying failed teardowns (with the volume manager's backoff). */
+  timeoutMs: number;
+}
+
+async function listOrEmpty(dir: string): Promise<string[]> {
+  try {
+    return (await readdir(dir)).sort();
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') return [];
+    throw err;
+  }
+}
+
+/** Real directories (not symlinks) below root/rel, parents before children. */
+async function directoriesBelow(root: string, rel: string): Promise<string[]> {
+  const out: string[] = [];
+  let entries: Dirent[];
+  try {
+    entries = await readdir(join(root, rel), { withFileTypes: true });
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    if (!e.isDirectory()) continue;
+    out.push(`${rel}/${e.name}`, ...(await directoriesBelow(root, `${rel}/${e.name}`)));
+  }
+  return out;
+}
+
+async function removeEmptyDirBeneath(root: string, rel: string): Promise<void> {
+  const parts = rel.split('/');
+  let dir: Awaited<ReturnType<typeof openDirBeneath>>;
+  try {
+    dir = await openDirBeneath(root, parts.slice(0, -1).join('/'));
+  } catch {
+    return;
+  }
+  try {
+    await rmdir(dir.child(parts[parts.length - 1]));
+  } catch {
+    // Not empty, a mount point, not a directory, or gone: it stays (or is already gone).
+  } finally {
+    await dir.close();
+  }
+}
+
+async function mountsBelow(mounter: mount.Interface, rootDir: string): Promise<string[]> {
+  return (await mounter.list()).map((m) => m.mountPoint).filter((mp) => mp.startsWith(`${rootDir}/`));
+}
+
+export async function drain(o: DrainOptions): Promise<DrainReport> {
+  const { rootDir, stack, logger } = o;
+  const vm = new VolumeManager({
+    rootDir,
+    host: stack.host,
+    pluginMgr: stack.pluginMgr,
+    mounter: stack.mounter,
+    logger,
+    // No pod is desired and every source has synced: everything found is torn down.
+    pods: () => [],
+    sourcesReady: () => true,
+    housekeepingPeriodMs: 200,
+    // CSI volumes staged for pods that are all gone: NodeUnstageVolume through their driver.
+    housekeeping: async () => {
+      for (const v of await stack.csi.cleanupOrphanedStagedVolumes())
+        logger.info({ volume: v }, 'unstaged orphaned CSI volume');
+    },
+  });
+  await vm.reconstruct();
+  const report: DrainReport = {
+    rootDir,
+    dryRun: o.dryRun,
+    volumes: vm.asw
+      .all()
+      .map((v) => ({
+        podUID: v.podUID,
+        pod: v.podName ? `${v.podNamespace}/${v.podName}` : '',
+        volume: v.volumeName,
+        plugin: v.pluginName,
+        path: v.path,
+      }))
+      .sort((a, b) => a.path.localeCompare(b.path)),
+    podDirs: (await listOrEmpty(podsDir(rootDir))).map((uid) => podDir(rootDir, uid)),
+    mounts: await mountsBelow(stack.mounter, rootDir),
+    leftovers: [],
+  };
+  if (o.dryRun) return report;
+
+  // CSI drivers register through <root>/plugins_registry, as with the daemon; a driver that
+  // registers late is used at once by the volumes waiting for it.
+  stack.drivers.onChange(() => vm.retryPlugin(csiPluginName));
+  await stack.pluginWatcher.start();
+  await vm.start();
+  const deadline = Date.now() + o.timeoutMs;
+  // Done when nothing is left: no volume, no pod directory, no mount below the root (staged CSI volumes).
+  const done = async () =>
+    vm.asw.all().length === 0 &&
+    (await listOrEmpty(podsDir(rootDir))).length === 0 &&
+    (await mountsBelow(stack.mounter, rootDir)).length === 0;
+  while (!(await done()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  await vm.stop();
+  await stack.pluginWatcher.stop();
+
+  for (const pod of vm.status()) {
+    for (const v of pod.volumes) {
+      report.leftovers.push({
+        what: `volume ${v.name} (${v.plugin}) of pod ${pod.namespace}/${pod.name} (${pod.uid}) at ${v.path}`,
+        reason: v.reason || 'TearDownPending',
+        message: v.message || 'teardown did not finish in time',
+      });
+    }
+    if (pod.message) {
+      report.leftovers.push({
+        what: podDir(rootDir, pod.uid),
+        reason: 'PodDirectoryRemains',
+        message: pod.message,
+      });
+    }
+  }
+  const reported = new Set(report.leftovers.map((l) => l.what));
+  for (const uid of await listOrEmpty(podsDir(rootDir))) {
+    const dir = podDir(rootDir, uid);
+    if (!reported.has(dir) && !report.leftovers.some((l) => l.what.includes(`(${uid})`))) {
+      report.leftovers.push({ what: dir, reason: 'PodDirectoryRemains', message: 'not removed in time' });
+    }
+  }
+  if (report.leftovers.length === 0) {
+    // The directories podvol made for itself and its plugins, once empty (deepest first). Removed
+    // through the safe fs primitive: rmdir of one name in an open directory, so nothing is followed
+    // through a symlink, and a mount point or a non-empty directory simply stays.
+    const own = [
+      'pods',
+      'podvol/pods',
+      'podvol',
+      'plugins_registry',
+      ...(await directoriesBelow(rootDir, 'plugins')).reverse(),
+      'plugins',
+    ];
+    for (const rel of own) await removeEmptyDirBeneath(rootDir, rel);
+    for (const mp of await mountsBelow(stack.mounter, rootDir)) {
+      report.leftovers.push({
+        what: mp,
+        reason: 'MountRemains',
+        message:
+          'mounted below the root directory outside any pod directory, and no plugin took it down (a CSI staging mount of a driver that is not registered, or a mount podvol did not make)',
+      });
+    }
+  }
+  return report;
+}

@@ -1,0 +1,89 @@
+// The mount layer, volume plugins (CSI included) and volume host, put together
+// the same way for everything that sets up or tears down volumes: the daemon
+// (`podvol run`) and `podvol drain`. CSI drivers are found through
+// <root>/plugins_registry by the plugin watcher (started by the caller), so a
+// drain unpublishes and unstages CSI volumes through their drivers exactly as
+// the daemon would.
+import { resolve } from 'node:path';
+import type { Logger } from '../logger.ts';
+import { createLinuxMounter } from '../mount/linux.ts';
+import type * as mount from '../mount/types.ts';
+import { csiPlugin } from '../plugins/csi/csi-plugin.ts';
+import { DriversStore } from '../plugins/csi/drivers.ts';
+import { loadCSIProto } from '../plugins/csi/grpc.ts';
+import { csiRegistrationHandler, noNodeInfo } from '../plugins/csi/registration.ts';
+import { probeVolumePlugins } from '../plugins/index.ts';
+import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
+import { type ClusterBackend, createVolumeHost } from '../volumehost/host.ts';
+import type { VolumeHost } from '../volumehost/types.ts';
+import { PluginWatcher } from './plugin-watcher.ts';
+
+type CSIOptions = Parameters<typeof csiPlugin>[0];
+type NodeInfo = Parameters<typeof csiRegistrationHandler>[0]['nodeInfo'];
+
+export interface VolumeStackOptions {
+  rootDir: string;
+  nodeName: string;
+  logger: Logger;
+  systemdScope?: 'auto' | 'off';
+  /** The API-backed half of the volume host (cluster mode). */
+  cluster?: ClusterBackend;
+  mounter?: mount.Interface;
+  /** Where the host's / is (--host-root): hostPath volumes resolve under it. */
+  hostRoot?: string;
+  /** CSI: what node.status.volumesInUse holds (attach); empty where nothing is reported. */
+  volumesReportedInUse?: CSIOptions['volumesReportedInUse'];
+  /** CSI: per-call observation (metrics). */
+  observeCSI?: CSIOptions['observe'];
+  /** CSI: the CSINode/annotation manager a driver's registration updates; none without a cluster. */
+  csiNodeInfo?: NodeInfo;
+}
+
+export interface VolumeStack {
+  mounter: mount.Interface;
+  pluginMgr: VolumePluginMgr;
+  host: VolumeHost;
+  drivers: DriversStore;
+  csi: ReturnType<typeof csiPlugin>;
+  /** kubelet's plugin manager for CSI registration; not started. */
+  pluginWatcher: PluginWatcher;
+}
+
+export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
+  const log = o.logger;
+  const mounter = o.mounter ?? createLinuxMounter({ logger: log, systemd: o.systemdScope ?? 'auto' });
+  const pluginMgr = new VolumePluginMgr();
+  const host = createVolumeHost({
+    rootDir: o.rootDir,
+    nodeName: o.nodeName,
+    hostRoot: o.hostRoot,
+    mounter,
+    pluginMgr,
+    cluster: o.cluster,
+    logger: log,
+    onAgentError: (err) => err && log.error({ err: err.message }, 'volume host error'),
+  });
+  const drivers = new DriversStore();
+  const csiProto = loadCSIProto();
+  const csi = csiPlugin({
+    drivers,
+    proto: csiProto,
+    volumesReportedInUse: o.volumesReportedInUse ?? (() => new Set()),
+    observe: o.observeCSI,
+  });
+  pluginMgr.initPlugins([...probeVolumePlugins(), csi], host);
+  // kubelet's plugin manager: CSI drivers register through <root>/plugins_registry.
+  const pluginWatcher = new PluginWatcher({
+    dir: resolve(o.rootDir, 'plugins_registry'),
+    logger: log,
+    handlers: {
+      CSIPlugin: csiRegistrationHandler({
+        drivers,
+        proto: csiProto,
+        logger: log,
+        nodeInfo: o.csiNodeInfo ?? noNodeInfo,
+      }),
+    },
+  });
+  return { mounter, pluginMgr, host, drivers, csi, pluginWatcher };
+}

@@ -1,0 +1,136 @@
+// `podvol run`'s options as an operator gives them: kubelet's durations and
+// --hostname-override, a --config file whose keys mirror the flags, and the
+// precedence flag > PODVOL_* variable > config file > default. The real run
+// command is parsed; only its action is replaced.
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { type TestContext, test } from 'node:test';
+import { CommanderError } from 'commander';
+import { buildProgram } from '../../src/cli.ts';
+import { tempDir } from '../helpers/mountns.ts';
+
+const envNames = [
+  'PODVOL_ROOT_DIR',
+  'PODVOL_NODE_NAME',
+  'PODVOL_SYNC_FREQUENCY',
+  'PODVOL_CONFIG',
+  'PODVOL_LOG_FORMAT',
+];
+
+/** Parses `podvol run <args>` and returns the flags the action would get; throws a usage error's message. */
+async function parseRun(t: TestContext, args: string[], env: Record<string, string> = {}) {
+  const saved = Object.fromEntries(envNames.map((k) => [k, process.env[k]]));
+  t.after(() => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+  for (const k of envNames) delete process.env[k];
+  Object.assign(process.env, env);
+  const program = buildProgram();
+  let errors = '';
+  program.configureOutput({ writeErr: (s) => (errors += s), outputError: (s, w) => w(s) });
+  for (const c of program.commands)
+    c.configureOutput({ writeErr: (s) => (errors += s), outputError: (s, w) => w(s) });
+  const run = program.commands.find((c) => c.name() === 'run')!;
+  let flags: Record<string, unknown> | undefined;
+  run.action((f: Record<string, unknown>) => {
+    flags = f;
+  });
+  try {
+    await program.parseAsync(['node', 'podvol', 'run', ...args]);
+  } catch (err) {
+    if (err instanceof CommanderError) throw new Error(errors.trim());
+    throw err;
+  }
+  return flags!;
+}
+
+test('--sync-frequency takes kubelet durations (1m0s, 90s) and refuses a bare number', async (t) => {
+  assert.equal((await parseRun(t, [])).syncFrequency, 60_000);
+  assert.equal((await parseRun(t, ['--sync-frequency', '1m0s'])).syncFrequency, 60_000);
+  assert.equal((await parseRun(t, ['--sync-frequency', '90s'])).syncFrequency, 90_000);
+  assert.equal((await parseRun(t, [], { PODVOL_SYNC_FREQUENCY: '2m' })).syncFrequency, 120_000);
+  await assert.rejects(parseRun(t, ['--sync-frequency', '60']), /missing unit in duration "60"/);
+  await assert.rejects(parseRun(t, ['--sync-frequency', '0s']), /--sync-frequency must be at least/);
+});
+
+test("--hostname-override is kubelet's --node-name: trimmed, lower-cased; both disagreeing is an error", async (t) => {
+  assert.equal((await parseRun(t, [])).nodeName, hostname().trim().toLowerCase());
+  assert.equal((await parseRun(t, ['--hostname-override', ' Node-1.Example '])).nodeName, 'node-1.example');
+  assert.equal(
+    (await parseRun(t, ['--hostname-override', 'node-1', '--node-name', 'node-1'])).nodeName,
+    'node-1',
+  );
+  await assert.rejects(
+    parseRun(t, ['--hostname-override', 'node-1', '--node-name', 'node-2']),
+    /--hostname-override node-1 and --node-name node-2 disagree/,
+  );
+});
+
+test('--config FILE: keys mirror the flags in either spelling; flags, then PODVOL_* variables, win', async (t) => {
+  const dir = await tempDir(t);
+  const file = join(dir, 'config.yaml');
+  await writeFile(
+    file,
+    [
+      'rootDir: /from/config',
+      'node-name: config-node',
+      'syncFrequency: 1m30s',
+      'podManifestPath: /etc/podvol/pods',
+      'listen: 0.0.0.0:10281',
+      'systemdScope: "off"',
+      'logLevel: debug',
+    ].join('\n'),
+  );
+  const fromFile = await parseRun(t, ['--config', file]);
+  assert.equal(fromFile.rootDir, '/from/config');
+  assert.equal(fromFile.nodeName, 'config-node');
+  assert.equal(fromFile.syncFrequency, 90_000);
+  assert.equal(fromFile.podManifestPath, '/etc/podvol/pods');
+  assert.deepEqual(fromFile.listen, { host: '0.0.0.0', port: 10281 });
+  assert.equal(fromFile.systemdScope, 'off');
+  assert.equal(fromFile.logLevel, 'debug');
+
+  const flagsWin = await parseRun(
+    t,
+    ['--config', file, '--root-dir', '/from/flag', '--sync-frequency', '5s'],
+    {
+      PODVOL_NODE_NAME: 'env-node',
+    },
+  );
+  assert.equal(flagsWin.rootDir, '/from/flag');
+  assert.equal(flagsWin.syncFrequency, 5000);
+  assert.equal(flagsWin.nodeName, 'env-node');
+  assert.equal(flagsWin.logLevel, 'debug');
+
+  // PODVOL_CONFIG names the file too; a hostnameOverride key works like the flag.
+  await writeFile(file, 'hostnameOverride: Box-7\n');
+  assert.equal((await parseRun(t, [], { PODVOL_CONFIG: file })).nodeName, 'box-7');
+});
+
+test('--config FILE: unknown keys, bad values and unreadable files are one-line usage errors', async (t) => {
+  const dir = await tempDir(t);
+  const file = join(dir, 'config.yaml');
+  await writeFile(file, 'rootdir: /x\n');
+  await assert.rejects(parseRun(t, ['--config', file]), /--config .*: unknown key "rootdir"/);
+  await writeFile(file, 'syncFrequency: 60\n');
+  await assert.rejects(parseRun(t, ['--config', file]), /"syncFrequency": missing unit in duration "60"/);
+  await writeFile(file, 'logLevel: loud\n');
+  await assert.rejects(parseRun(t, ['--config', file]), /"logLevel": Allowed choices are/);
+  await writeFile(file, '- a list\n');
+  await assert.rejects(parseRun(t, ['--config', file]), /must be a mapping/);
+  await writeFile(file, 'listen: [1, 2]\n');
+  await assert.rejects(parseRun(t, ['--config', file]), /"listen" must be a single value/);
+  await assert.rejects(parseRun(t, ['--config', join(dir, 'missing.yaml')]), /ENOENT/);
+});
+
+test('--log-format: json or text, json when stdout is not a terminal', async (t) => {
+  assert.equal((await parseRun(t, [])).logFormat, process.stdout.isTTY ? 'text' : 'json');
+  assert.equal((await parseRun(t, ['--log-format', 'text'])).logFormat, 'text');
+  assert.equal((await parseRun(t, [], { PODVOL_LOG_FORMAT: 'json' })).logFormat, 'json');
+  await assert.rejects(parseRun(t, ['--log-format', 'xml']), /Allowed choices are json, text/);
+});

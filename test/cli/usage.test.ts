@@ -1,0 +1,23 @@
+// Usage errors are one line on stderr and exit code 2, whatever the command.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { runCli } from '../agent/ops/cli.ts';
+
+test('a usage error is one line on stderr, exit code 2', async () => {
+  const cases: [string[], RegExp][] = [
+    [['run', '--bogus'], /unknown option '--bogus'/],
+    [['bogus'], /unknown command 'bogus'/],
+    [['plan'], /required option '-f, --filename <file>' not specified/],
+    [['run', '--sync-frequency', '1'], /missing unit in duration "1"/],
+    [['run', '--listen', 'nowhere'], /--listen/],
+    [['status', '-o', 'yaml'], /Allowed choices are/],
+    [['run'], /nothing to serve/],
+  ];
+  for (const [args, message] of cases) {
+    const r = await runCli(args);
+    assert.equal(r.code, 2, args.join(' '));
+    assert.equal(r.stdout, '', args.join(' '));
+    assert.match(r.stderr, /^podvol: [^\n]+ \(run podvol --help for usage\)\n$/, args.join(' '));
+    assert.match(r.stderr, message, args.join(' '));
+  }
+});
