@@ -409,7 +409,7 @@ csiTest('requiresRepublish: NodePublishVolume again every sync period', async (t
   claimPod(c, 'web', 'rr');
   const p = await startPodvol({
     rootDir: c.root,
-    extra: ['--kubeconfig', await c.api.kubeconfigPath(c.base), '--sync-frequency', '1'],
+    extra: ['--kubeconfig', await c.api.kubeconfigPath(c.base), '--sync-frequency', '1s'],
   });
   t.after(() => p.stop());
   await mounted(p, 'web');
@@ -748,7 +748,7 @@ csiTest(
     claimPod(c, 'web', 'stats');
     const p = await startPodvol({
       rootDir: c.root,
-      extra: ['--kubeconfig', await c.api.kubeconfigPath(c.base), '--sync-frequency', '1'],
+      extra: ['--kubeconfig', await c.api.kubeconfigPath(c.base), '--sync-frequency', '1s'],
     });
     t.after(() => p.stop());
     await mounted(p, 'web');
