@@ -33,7 +33,7 @@ export function parseDuration(text: string): number {
     if (!m) {
       throw new Error(
         /^\d+(\.\d*)?$/.test(s.slice(i))
-          ? `missing unit in duration "${text}" (for example 90s or 1m0s)`
+          ? `invalid duration "${text}": missing unit (for example 90s or 1m0s)`
           : `invalid duration "${text}" (for example 90s, 1m0s or 1h30m)`,
       );
     }

@@ -62,11 +62,15 @@ export const runtimeSocketOption = () =>
 
 /** Go's time.ParseDuration ("2m", "1m30s", "500ms", "0") in milliseconds, as a commander argument parser. */
 export function parseGoDuration(v: string): number {
+  let ms: number;
   try {
-    return parseDuration(v);
+    ms = parseDuration(v);
   } catch (err) {
     throw new InvalidArgumentError((err as Error).message);
   }
+  // Go accepts "-1s"; no podvol flag means anything by a negative time.
+  if (ms < 0) throw new InvalidArgumentError(`invalid duration "${v}": must not be negative`);
+  return ms;
 }
 
 /** A Go duration (`90s`, `1m0s`, `1h30m`) of at least `min` ms, as kubelet's time flags take it. */

@@ -8,7 +8,7 @@ test('a usage error is one line on stderr, exit code 2', async () => {
     [['run', '--bogus'], /unknown option '--bogus'/],
     [['bogus'], /unknown command 'bogus'/],
     [['plan'], /required option '-f, --filename <file>' not specified/],
-    [['run', '--sync-frequency', '1'], /missing unit in duration "1"/],
+    [['run', '--sync-frequency', '1'], /invalid duration "1": missing unit/],
     [['run', '--listen', 'nowhere'], /--listen/],
     [['status', '-o', 'yaml'], /Allowed choices are/],
     [['run'], /nothing to serve/],
