@@ -72,7 +72,7 @@ YAML
 port=$((20000 + RANDOM % 20000))
 url=http://127.0.0.1:$port
 "$bin" run --pod-manifest-path "$work/pod.yaml" --root-dir "$root" --listen "127.0.0.1:$port" \
-  --node-name smoke-node --log-format json >"$work/podvol.log" 2>&1 &
+  --node-name smoke-node --log-format json --runtime-socket "$work/runtime.sock" >"$work/podvol.log" 2>&1 &
 pid=$!
 ready=
 for _ in $(seq 1 120); do
@@ -95,7 +95,7 @@ grep -q " $pods/volumes/kubernetes.io~empty-dir/cache .* - tmpfs " /proc/self/mo
   fail "podvol plan"
 
 second=0
-"$bin" run --pod-manifest-path "$work/pod.yaml" --root-dir "$root" --listen 127.0.0.1:0 \
+"$bin" run --pod-manifest-path "$work/pod.yaml" --root-dir "$root" --listen 127.0.0.1:0 --runtime-socket '' \
   2>"$work/second.err" || second=$?
 if [[ $second != 1 ]] || ! grep -q "in use by another podvol (pid $pid, podvol run)" "$work/second.err"; then
   fail "a second podvol run on the same root: exit $second, $(cat "$work/second.err")"

@@ -52,10 +52,12 @@ const metaDirname: Plugin = {
   setup(b) {
     b.onLoad({ filter: /\/src\/.*\.ts$/ }, (args) => {
       const text = readFileSync(args.path, 'utf8');
-      if (!text.includes('import.meta.dirname')) return undefined;
-      const rel = relative(join(repo, 'src'), dirname(args.path));
+      if (!text.includes('import.meta.dirname') && !text.includes('import.meta.url')) return undefined;
+      const rel = JSON.stringify(relative(join(repo, 'src'), dirname(args.path)));
       return {
-        contents: text.replaceAll('import.meta.dirname', `__podvolModuleDir(${JSON.stringify(rel)})`),
+        contents: text
+          .replaceAll('import.meta.dirname', `__podvolModuleDir(${rel})`)
+          .replaceAll('import.meta.url', `__podvolModuleUrl(${rel})`),
         loader: 'ts',
       };
     });
@@ -68,6 +70,7 @@ function __podvolModuleDir(rel) {
   const { join } = require('node:path');
   const sea = require('node:sea');
   if (!sea.isSea()) return join(__dirname, '..', 'src', rel);
+  // Assets are keyed by their path in the repository (src/..., native/...).
   if (__podvolAssets.dir === undefined) {
     const fs = require('node:fs');
     const os = require('node:os');
@@ -79,7 +82,11 @@ function __podvolModuleDir(rel) {
     process.once('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
     __podvolAssets.dir = dir;
   }
-  return join(__podvolAssets.dir, rel);
+  return join(__podvolAssets.dir, 'src', rel);
+}
+/** A file URL in the module's directory: what import.meta.url gives relative URLs to resolve against. */
+function __podvolModuleUrl(rel) {
+  return require('node:url').pathToFileURL(require('node:path').join(__podvolModuleDir(rel), 'module.js')).href;
 }`;
 
 rmSync(dist, { recursive: true, force: true });
@@ -108,8 +115,21 @@ if (metaUses.length > 0) {
   process.exit(1);
 }
 
+// Data files next to the sources, and native addons (native/*/build/*.node: loaded from the extracted copy).
+const nativeAddons = readdirSync(join(repo, 'native'), { withFileTypes: true })
+  .filter((e) => e.isDirectory())
+  .flatMap((e) => {
+    const build = join(repo, 'native', e.name, 'build');
+    try {
+      return readdirSync(build)
+        .filter((n) => n.endsWith('.node'))
+        .map((n) => join(build, n));
+    } catch {
+      return [];
+    }
+  });
 const assets = Object.fromEntries(
-  dataFiles(join(repo, 'src')).map((f) => [relative(join(repo, 'src'), f), f]),
+  [...dataFiles(join(repo, 'src')), ...nativeAddons].map((f) => [relative(repo, f), f]),
 );
 const seaConfig = join(dist, 'sea-config.json');
 writeFileSync(
