@@ -4,6 +4,7 @@
 import { lstat, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import { TMPFS_MAGIC, tmpfsNoswapSupported } from '../mount/probe.ts';
 import type * as mount from '../mount/types.ts';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
 import {
@@ -15,8 +16,6 @@ import {
   withDirBeneath,
 } from '../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
-import { tmpfsNoswapSupported } from './memory.ts';
-import { quantityToBigInt } from './quantity-bytes.ts';
 import {
   type Attributes,
   type Mounter,
@@ -32,6 +31,7 @@ import {
   parseQuantity,
   type Quantity,
   QuantityError,
+  volumeByteSize,
 } from './util/quantity.ts';
 import {
   hugePageRequestLists,
@@ -45,7 +45,6 @@ import { setVolumeOwnership } from './volume-ownership.ts';
 
 export const emptyDirPluginName = 'kubernetes.io/empty-dir';
 const escaped = escapeQualifiedName(emptyDirPluginName);
-const TMPFS_MAGIC = 0x01021994;
 const HUGETLBFS_MAGIC = 0x958458f6;
 
 type Medium = 'Default' | 'Memory' | 'HugePages';
@@ -134,7 +133,7 @@ export async function mountMedium(
 
 /** The bare text of a quantity parse error, as Go's resource.ParseQuantity words it. */
 function goQuantityError(err: unknown): string {
-  return err instanceof QuantityError ? err.reason : (err as Error).message;
+  return err instanceof QuantityError ? err.detail : (err as Error).message;
 }
 
 /**
@@ -191,16 +190,16 @@ export function pageSizeMountOption(medium: string, pod: V1Pod): string {
  * and overhead included) and then to `sizeLimit`, each only when 0 < value <= size.
  */
 export function emptyDirMemorySize(host: VolumeHost, pod: V1Pod, sizeLimit: string | undefined): bigint {
-  let size = quantityToBigInt(host.getNodeAllocatable().memory ?? '0', 'node allocatable memory');
+  let size = volumeByteSize(host.getNodeAllocatable().memory ?? '0', 'node allocatable memory');
   const podLimit = podCgroupMemoryLimit(pod) ?? 0n;
   if (podLimit > 0n && (size === 0n || podLimit <= size)) size = podLimit;
   if (sizeLimit !== undefined) {
     let limit: bigint;
     try {
-      limit = quantityToBigInt(sizeLimit, 'sizeLimit');
+      limit = volumeByteSize(sizeLimit, 'sizeLimit');
     } catch (err) {
       // The API server admits a sizeLimit beyond int64 bytes; it is larger than any node, so it changes nothing.
-      if (/2\^63-1/.test((err as Error).message)) return size;
+      if (err instanceof VolumeError && err.cause instanceof QuantityError && err.cause.tooLarge) return size;
       throw err;
     }
     if (limit > 0n && (size === 0n || limit <= size)) size = limit;

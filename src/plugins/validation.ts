@@ -24,20 +24,9 @@ import {
   type VolumeProblem,
   VolumeReason,
 } from './util/field-errors.ts';
+import { validateDNS1123Label } from './util/names.ts';
 
 export { type VolumeProblem, VolumeReason } from './util/field-errors.ts';
-
-const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS1123_LABEL_MSG =
-  "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-
-/** Problems with a DNS-1123 label, worded like apimachinery's IsDNS1123Label. */
-export function dns1123LabelErrors(value: string): string[] {
-  const errs: string[] = [];
-  if (value.length > 63) errs.push('must be no more than 63 characters');
-  if (!DNS1123_LABEL.test(value)) errs.push(DNS1123_LABEL_MSG);
-  return errs;
-}
 
 /** The keys of a v1 VolumeSource (k8s.io/api/core/v1 types.go, release-1.36). */
 export const VOLUME_SOURCE_FIELDS: readonly string[] = [
@@ -201,7 +190,7 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
         return;
       }
       names.add(name);
-      for (const e of dns1123LabelErrors(name))
+      for (const e of validateDNS1123Label(name))
         add(VolumeReason.InvalidVolumeName, `${field}.name: Invalid value: ${q(name)}: ${e}`);
 
       const set = Object.keys(v).filter((k) => k !== 'name' && v[k] !== null && v[k] !== undefined);

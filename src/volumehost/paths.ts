@@ -2,7 +2,9 @@
 // over the root directory so the agent, plugins and `podvol plan` agree on them.
 import { join } from 'node:path';
 
+/** `kubernetes.io/empty-dir` → `kubernetes.io~empty-dir`: how a plugin name becomes one path element (k/k pkg/util/strings). */
 export const escapeQualifiedName = (name: string): string => name.replaceAll('/', '~');
+/** Inverse of escapeQualifiedName, for volume directories read back from disk. */
 export const unescapeQualifiedName = (name: string): string => name.replaceAll('~', '/');
 
 export const podsDir = (root: string) => join(root, 'pods');

@@ -218,6 +218,22 @@ describe('validatePodVolumes', () => {
     }
   });
 
+  test('sizeLimit is read by the exact parser the plugin sizes with, not a float regex', () => {
+    // Go's scanner (and so the plugin) reads a bare sign as 0 and a trailing dot as a number;
+    // the float regex validation used to have refused "+" and "-".
+    for (const ok of ['+', '-', '1.', '.5Gi', '9223372036854775807', '9223372036854775808', '8Ei']) {
+      assert.deepEqual([...validatePodVolumes(pod([{ name: 'e', emptyDir: { sizeLimit: ok } }]))], [], ok);
+    }
+    // A suffix Go does not know is refused by both.
+    for (const bad of ['1Kb', '1e', '1.5.5']) {
+      assert.equal(
+        only(pod([{ name: 'e', emptyDir: { sizeLimit: bad } }]), 'e').reason,
+        'InvalidSizeLimit',
+        bad,
+      );
+    }
+  });
+
   test('InvalidMode: outside 0..0777', () => {
     const p = only(pod([{ name: 's', secret: { secretName: 's', defaultMode: 0o1000 } }]), 's');
     assert.deepEqual(p, {

@@ -5,9 +5,9 @@
 import { statSync } from 'node:fs';
 import { release } from 'node:os';
 import { resolve } from 'node:path';
+import { kernelSupportsTmpfsNoswap } from '../../mount/probe.ts';
 import type * as mount from '../../mount/types.ts';
 import { probeVolumePlugins } from '../../plugins/index.ts';
-import { kernelSupportsNoswap } from '../../plugins/memory.ts';
 import { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
 import { createVolumeHost } from '../../volumehost/host.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
@@ -93,7 +93,7 @@ export function createPlanContext(o: PlanContextOptions): PlanContext {
     nodeName: o.nodeName,
     host,
     pluginMgr,
-    noswap: o.noswap ?? kernelSupportsNoswap(release()),
+    noswap: o.noswap ?? kernelSupportsTmpfsNoswap(release()),
     inspectHostPath: o.inspectHostPath ?? inspectHostPath,
   };
 }

@@ -9,12 +9,7 @@
 // static pods never get either), pod-level resource defaulting behind the
 // PodLevelResources gate, rounding of quantities to milli scale.
 import type { V1Pod } from '@kubernetes/client-node';
-
-type Obj = Record<string, unknown>;
-
-function isObj(v: unknown): v is Obj {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+import { isObj, type Obj } from '../../plugins/util/field-errors.ts';
 
 function objects(v: unknown): Obj[] {
   return Array.isArray(v) ? v.filter(isObj) : [];

@@ -5,7 +5,9 @@
 import { createHash } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { dns1123LabelErrors, validatePodVolumes } from '../../plugins/validation.ts';
+import { isObj, type Obj, q } from '../../plugins/util/field-errors.ts';
+import { validateDNS1123Label, validateDNS1123Subdomain } from '../../plugins/util/names.ts';
+import { validatePodVolumes } from '../../plugins/validation.ts';
 import { canonicalJSON } from '../volumemanager/reconciler.ts';
 import { defaultPod } from './defaults.ts';
 import type { SourceError } from './types.ts';
@@ -20,14 +22,6 @@ export interface ParsedManifest {
   pods: V1Pod[];
   errors: SourceError[];
 }
-
-type Obj = Record<string, unknown>;
-
-function isObj(v: unknown): v is Obj {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-const q = (v: unknown): string => JSON.stringify(v) ?? String(v);
 
 /**
  * The UID of a static pod whose manifest sets no metadata.uid, as kubelet
@@ -50,19 +44,6 @@ export function staticPodUID(defaulted: V1Pod, nodeName: string, file: string): 
 /** kubelet's generatePodName: static pods are suffixed so the name is unique across nodes. */
 export function staticPodName(name: string, nodeName: string): string {
   return `${name}-${nodeName.toLowerCase()}`;
-}
-
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
-function subdomainErrors(value: string): string[] {
-  const errs: string[] = [];
-  if (value.length > 253) errs.push('must be no more than 253 characters');
-  if (!DNS1123_SUBDOMAIN.test(value)) {
-    errs.push(
-      "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
-    );
-  }
-  return errs;
 }
 
 // The UID names the pod's directory (<root>/pods/<uid>), so it must be one
@@ -104,7 +85,8 @@ function containerErrors(spec: Obj): string[] {
       }
       if (typeof c.name !== 'string' || c.name === '') errs.push(`${f}.name: Required value`);
       else {
-        for (const e of dns1123LabelErrors(c.name)) errs.push(`${f}.name: Invalid value: ${q(c.name)}: ${e}`);
+        for (const e of validateDNS1123Label(c.name))
+          errs.push(`${f}.name: Invalid value: ${q(c.name)}: ${e}`);
         if (names.has(c.name)) errs.push(`${f}.name: Duplicate value: ${q(c.name)}`);
         names.add(c.name);
       }
@@ -126,13 +108,13 @@ function podErrors(doc: Obj): string[] {
   if (typeof meta.name !== 'string' || meta.name === '')
     errs.push('metadata.name: Required value: name is needed for the pod');
   else
-    for (const e of subdomainErrors(meta.name))
+    for (const e of validateDNS1123Subdomain(meta.name))
       errs.push(`metadata.name: Invalid value: ${q(meta.name)}: ${e}`);
   if (meta.namespace !== undefined && meta.namespace !== null && meta.namespace !== '') {
     if (typeof meta.namespace !== 'string')
       errs.push(`metadata.namespace: Invalid value: ${q(meta.namespace)}: must be a string`);
     else
-      for (const e of dns1123LabelErrors(meta.namespace))
+      for (const e of validateDNS1123Label(meta.namespace))
         errs.push(`metadata.namespace: Invalid value: ${q(meta.namespace)}: ${e}`);
   }
   if (meta.uid !== undefined && meta.uid !== null && meta.uid !== '') {
@@ -294,7 +276,7 @@ export function parseManifestFile(text: string, file: string, nodeName: string):
     }
     const pod = applyStaticDefaults(v, nodeName, file);
     const finalName = pod.metadata?.name ?? '';
-    const nameProblems = subdomainErrors(finalName);
+    const nameProblems = validateDNS1123Subdomain(finalName);
     if (nameProblems.length > 0) {
       err(
         'InvalidPod',

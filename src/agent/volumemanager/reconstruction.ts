@@ -3,7 +3,13 @@
 // plugin's constructVolumeSpec otherwise) as 'uncertain', so nothing is lost or leaked.
 import { readdir } from 'node:fs/promises';
 import { reasonOf } from '../../plugins/types.ts';
-import { podsDir, podVolumesDir, unescapeQualifiedName } from '../../volumehost/paths.ts';
+import {
+  escapeQualifiedName,
+  podsDir,
+  podVolumeDir,
+  podVolumesDir,
+  unescapeQualifiedName,
+} from '../../volumehost/paths.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { volumeKey } from './desired-state.ts';
 import { findRecordByInnerName } from './records.ts';
@@ -93,7 +99,7 @@ export async function reconstructVolume(
     const volumeName = record?.volumeName ?? innerName;
     const key = volumeKey(uid, volumeName);
     if (ctx.asw.get(key)) return true;
-    const dir = `${podVolumesDir(ctx.rootDir, uid)}/${plugin.name.replaceAll('/', '~')}/${innerName}`;
+    const dir = podVolumeDir(ctx.rootDir, uid, escapeQualifiedName(plugin.name), innerName);
     const spec = record
       ? { volume: record.volume, persistentVolume: record.persistentVolume, readOnly: record.readOnly }
       : plugin.constructVolumeSpec(innerName, dir);

@@ -20,7 +20,6 @@ import type {
 } from '@kubernetes/client-node';
 import { escapeQualifiedName } from '../../volumehost/paths.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
-import { quantityToBigInt } from '../quantity-bytes.ts';
 import {
   type Attributes,
   type Mounter,
@@ -31,6 +30,7 @@ import {
   VolumeError,
   type VolumePlugin,
 } from '../types.ts';
+import { volumeByteSize } from '../util/quantity.ts';
 import { setVolumeOwnership } from '../volume-ownership.ts';
 import { type AccessMode, CSIClient, type NodeCapability, type VolumeCapability } from './client.ts';
 import type { DriversStore } from './drivers.ts';
@@ -566,7 +566,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       if (status !== 'NodeResizePending' && status !== 'NodeResizeInProgress') return;
       const size = pv.spec?.capacity?.storage;
       if (!size) return;
-      const bytes = quantityToBigInt(String(size), 'capacity');
+      const bytes = volumeByteSize(String(size), 'capacity');
       const secrets = await secretData(pvSource(this.#spec)?.nodeExpandSecretRef);
       try {
         await client.nodeExpandVolume({

@@ -38,41 +38,6 @@ export const q = (v: unknown): string => JSON.stringify(v) ?? String(v);
 
 const MAX_MODE = 0o777;
 
-const QUANTITY = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$/;
-const SUFFIX: Record<string, number> = {
-  Ki: 2 ** 10,
-  Mi: 2 ** 20,
-  Gi: 2 ** 30,
-  Ti: 2 ** 40,
-  Pi: 2 ** 50,
-  Ei: 2 ** 60,
-  n: 1e-9,
-  u: 1e-6,
-  m: 1e-3,
-  k: 1e3,
-  M: 1e6,
-  G: 1e9,
-  T: 1e12,
-  P: 1e15,
-  E: 1e18,
-};
-
-/**
- * Approximate numeric value of a Kubernetes quantity, or undefined when the
- * string is not a quantity. Private stand-in: precise enough for range checks,
- * not for arithmetic.
- */
-export function quantityValue(v: unknown): number | undefined {
-  const s = typeof v === 'number' ? String(v) : v;
-  if (typeof s !== 'string') return undefined;
-  const m = QUANTITY.exec(s);
-  if (!m) return undefined;
-  const [, sign, num, suffix = ''] = m;
-  const mult = suffix === '' ? 1 : (SUFFIX[suffix] ?? 10 ** Number(suffix.slice(1)));
-  const value = Number(num) * mult;
-  return sign === '-' ? -value : value;
-}
-
 export const QUANTITY_MSG =
   "must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 

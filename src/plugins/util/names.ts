@@ -1,17 +1,6 @@
-// Name rules kubelet relies on: plugin-name escaping for on-disk directories
-// (k/k pkg/util/strings/escape.go) and apimachinery's DNS-1123 label and
+// Name rules kubelet relies on: apimachinery's DNS-1123 label and
 // qualified-name (label key) validation with its exact messages
 // (k8s.io/apimachinery pkg/util/validation, pkg/api/validate/content).
-
-/** `kubernetes.io/empty-dir` → `kubernetes.io~empty-dir`: how plugin names become one path element. */
-export function escapeQualifiedName(name: string): string {
-  return name.replaceAll('/', '~');
-}
-
-/** Inverse of escapeQualifiedName, used when reading volume dirs back from disk. */
-export function unescapeQualifiedName(name: string): string {
-  return name.replaceAll('~', '/');
-}
 
 const DNS1123_LABEL_FMT = '[a-z0-9]([-a-z0-9]*[a-z0-9])?';
 const DNS1123_LABEL_ERR =

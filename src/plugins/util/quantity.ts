@@ -1,6 +1,7 @@
 // Kubernetes resource.Quantity (k8s.io/apimachinery pkg/api/resource/quantity.go).
 // A quantity is held as an exact count of nano-units, the finest precision the
 // Go type keeps, so CPU millicores and memory bytes are both exact.
+import { VolumeError } from '../types.ts';
 
 export type QuantityFormat = 'DecimalSI' | 'BinarySI' | 'DecimalExponent';
 
@@ -36,13 +37,16 @@ const BINARY_SUFFIXES: Record<string, number> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40
 
 export class QuantityError extends Error {
   readonly input: string;
-  /** Go's error text alone (ErrFormatWrong, ErrNumeric, ErrSuffix...), for messages that quote kubelet's. */
-  readonly reason: string;
-  constructor(input: string, reason: string) {
-    super(`invalid quantity ${JSON.stringify(input)}: ${reason}`);
+  /** What is wrong, without the input: for messages that name the field themselves. */
+  readonly detail: string;
+  /** A well-formed quantity above 2^63-1 (Go would hold it; podvol's arithmetic cannot). */
+  readonly tooLarge: boolean;
+  constructor(input: string, detail: string, tooLarge = false) {
+    super(`invalid quantity ${JSON.stringify(input)}: ${detail}`);
     this.name = 'QuantityError';
     this.input = input;
-    this.reason = reason;
+    this.detail = detail;
+    this.tooLarge = tooLarge;
   }
 }
 
@@ -160,7 +164,7 @@ export function parseQuantity(input: string): Quantity {
 }
 
 function tooLarge(input: string): QuantityError {
-  return new QuantityError(input, `its magnitude exceeds 2^63-1 (${MAX_INT64})`);
+  return new QuantityError(input, `its magnitude exceeds 2^63-1 (${MAX_INT64})`, true);
 }
 
 // ceil(|n| / d) with the sign of n: Quantity.ScaledValue rounds away from zero.
@@ -190,9 +194,28 @@ export function isZeroQuantity(q: Quantity): boolean {
   return q.nanos === 0n;
 }
 
-/** Shorthand for byte sizes such as emptyDir sizeLimit: parse, then Value(). */
-export function parseBytes(input: string): bigint {
-  return quantityValue(parseQuantity(input));
+/**
+ * A byte count from a pod spec (emptyDir sizeLimit, memory limits): a quantity
+ * that is not negative, as Value(). The one rule validation and the plugins share;
+ * the magnitude bound (2^63-1) is parseQuantity's.
+ */
+export function parseByteSize(input: string): bigint {
+  const q = parseQuantity(input);
+  if (q.nanos < 0n) throw new QuantityError(input, 'must be greater than or equal to 0');
+  return quantityValue(q);
+}
+
+/** parseByteSize for a volume's setup: a VolumeError naming `what` (InvalidSizeLimit for a sizeLimit). */
+export function volumeByteSize(value: string, what: string): bigint {
+  try {
+    return parseByteSize(String(value));
+  } catch (err) {
+    if (!(err instanceof QuantityError)) throw err;
+    const reason = what === 'sizeLimit' ? 'InvalidSizeLimit' : 'InvalidQuantity';
+    throw new VolumeError(reason, `invalid ${what} ${JSON.stringify(String(value))}: ${err.detail}`, {
+      cause: err,
+    });
+  }
 }
 
 const DECIMAL_SUFFIX_BY_EXPONENT: Record<number, string> = {

@@ -8,14 +8,14 @@ import { test } from 'node:test';
 import { planManifest } from '../../../src/agent/ops/plan.ts';
 import { stepLine } from '../../../src/agent/ops/plan-format.ts';
 import { createPlanContext } from '../../../src/agent/ops/plan-host.ts';
-import { kernelSupportsNoswap } from '../../../src/plugins/memory.ts';
+import { kernelSupportsTmpfsNoswap } from '../../../src/mount/probe.ts';
 import { mountsBelow, startPodvol, waitFor } from '../../helpers/daemon.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
 import { runCli } from './cli.ts';
 
 // An explicit UID keeps the expected paths independent of the manifest's bytes.
 const uid = 'demo-0000-uid';
-const noswap = kernelSupportsNoswap(release()) ? ',noswap' : '';
+const noswap = kernelSupportsTmpfsNoswap(release()) ? ',noswap' : '';
 
 /** emptyDir Memory with a sizeLimit, downwardAPI, hostPath DirectoryOrCreate, an unused and a broken volume. */
 function demoPod(hostPath: string): string {

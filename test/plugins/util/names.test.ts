@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
-  escapeQualifiedName,
   isDNS1123Label,
   isQualifiedName,
-  unescapeQualifiedName,
   validateDNS1123Label,
   validateQualifiedName,
 } from '../../../src/plugins/util/names.ts';
+import { escapeQualifiedName, unescapeQualifiedName } from '../../../src/volumehost/paths.ts';
 
 const LABEL_REGEX_ERR =
   "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";

@@ -6,7 +6,7 @@ import {
   ERR_NUMERIC,
   ERR_SUFFIX,
   isZeroQuantity,
-  parseBytes,
+  parseByteSize,
   parseQuantity,
   quantityMilliValue,
   quantityValue,
@@ -118,8 +118,8 @@ describe('helpers', () => {
     assert.equal(compareQuantities(parseQuantity('1e3'), parseQuantity('1Ki')), -1);
   });
 
-  test('parseBytes gives whole bytes', () => {
-    assert.equal(parseBytes('128Mi'), 134217728n);
-    assert.equal(parseBytes('1G'), 1000000000n);
+  test('parseByteSize gives whole bytes', () => {
+    assert.equal(parseByteSize('128Mi'), 134217728n);
+    assert.equal(parseByteSize('1G'), 1000000000n);
   });
 });
