@@ -60,8 +60,12 @@ function gracePeriodOver(pod: V1Pod, now: number): boolean {
   return ts !== undefined && ts !== null && new Date(ts).getTime() <= now;
 }
 
-/** The API pod source, minus pods past their grace period, plus the figures the metrics want. */
-function adaptApiSource(source: ApiPodSource): PodSource {
+/**
+ * The API pod source, minus pods past their grace period, and synced only once
+ * this node's Node object exists: with a wrong --node-name the pod list is
+ * empty but succeeds, and calling that "synced" would tear every volume down.
+ */
+function adaptApiSource(source: ApiPodSource, nodeKnown: () => boolean): PodSource {
   const timers = new Set<NodeJS.Timeout>();
   const listeners = new Set<() => void>();
   const scheduled = new Set<string>();
@@ -86,6 +90,7 @@ function adaptApiSource(source: ApiPodSource): PodSource {
   });
   return Object.assign(Object.create(source) as ApiPodSource, {
     pods: () => source.pods().filter((p) => !gracePeriodOver(p, Date.now())),
+    hasSynced: () => source.hasSynced() && nodeKnown(),
     onChange(listener: () => void) {
       listeners.add(listener);
       const off = source.onChange(listener);
@@ -136,7 +141,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   const split = (key: string) => [key.slice(0, key.indexOf('/')), key.slice(key.indexOf('/') + 1)] as const;
 
   return {
-    sources: [adaptApiSource(pods)],
+    sources: [adaptApiSource(pods, () => node.node() !== undefined)],
     backend: {
       kubeClient: kubeConfig,
       getSecret: (ns, name) => secrets.get(ns, name),
@@ -153,6 +158,12 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
     notReady: () => {
       const reasons: string[] = [];
       if (!csiDrivers.hasSynced()) reasons.push('CSIDriver informer has not synced');
+      if (!node.hasSynced()) reasons.push(`node "${o.nodeName}" not listed yet`);
+      else if (!node.node()) {
+        reasons.push(
+          `node "${o.nodeName}" does not exist on the API server: pods are not considered synced and nothing is torn down until it does (is --node-name right?)`,
+        );
+      }
       return reasons;
     },
     podsChanged(all) {

@@ -1,6 +1,5 @@
 // `podvol run`: wires the pod sources, volume host, plugins, volume manager,
 // HTTP endpoints and signals together. Stopping unmounts nothing.
-import { mkdir } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import { resolve } from 'node:path';
@@ -17,6 +16,7 @@ import { STATIC_POD_API_REFERENCE, staticPodAPIReference } from './pods/api-refe
 import { createStaticPodSource } from './pods/static-source.ts';
 import type { PodSource } from './pods/types.ts';
 import { referencedObjects } from './referenced-objects.ts';
+import { claimRootDir } from './root-dir.ts';
 import { loadPeerCred } from './runtime/peercred.ts';
 import { type RuntimeServer, startRuntimeServer } from './runtime/server.ts';
 import { runtimeStateOf } from './runtime/state.ts';
@@ -30,6 +30,10 @@ export interface RunOptions {
   nodeName: string;
   podManifestPath?: string;
   listen: { host: string; port: number };
+  /** Take over a root directory without podvol's mark, or marked for another node name (root-dir.ts). */
+  adoptRootDir?: boolean;
+  /** How long a first sync that would tear down most adopted volumes is held (settle-guard.ts). */
+  teardownSettlePeriodMs?: number;
   /** kubelet's --sync-frequency: how often remount-requiring volumes are re-rendered. */
   syncFrequencyMs?: number;
   /** mount-utils' systemd-run --scope wrapping: 'auto' probes for systemd, 'off' never wraps. */
@@ -58,7 +62,9 @@ export interface Daemon {
 export async function startDaemon(o: RunOptions): Promise<Daemon> {
   const log = o.logger;
   const rootDir = resolve(o.rootDir);
-  await mkdir(rootDir, { recursive: true, mode: 0o750 });
+  // Before anything can reconstruct or tear down: is this root directory ours, for this node name?
+  // (The CLI checks it before connecting to the API server; this keeps every caller safe.)
+  await claimRootDir(rootDir, o.nodeName, o.adoptRootDir ?? false, log);
   let inUse: VolumesInUseReporter | undefined;
   // The CSI plugin reports to the metrics created below (they need the volume manager, which needs the plugins).
   let observeCSI: (driver: string, method: string, code: string, seconds: number) => void = () => {};
@@ -157,6 +163,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     cleanSubPaths: (uid, volume) => subPaths.cleanSubPaths(uid, volume),
     metrics,
     resyncPeriodMs: o.syncFrequencyMs,
+    settlePeriodMs: o.teardownSettlePeriodMs,
     claims: o.cluster?.claims,
     phaseOf: (uid, inner, plugin) => (plugin === csiPluginName ? csi.phaseOf(uid, inner) : undefined),
     housekeeping: async () => {
@@ -233,6 +240,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
       status: () => ({
         node: o.nodeName,
         pods: vm.status(),
+        ...teardownHoldStatus(vm),
         errors: podManager.errors(),
       }),
     },
@@ -297,6 +305,21 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
       await vm.stop();
       await new Promise<void>((res) => server.close(() => res()));
       server.closeAllConnections();
+    },
+  };
+}
+
+/** /status's teardownHold: present only while the settle guard holds a first-sync teardown. */
+function teardownHoldStatus(vm: VolumeManager): { teardownHold?: Record<string, unknown> } {
+  const h = vm.teardownHold();
+  if (!h) return {};
+  return {
+    teardownHold: {
+      since: new Date(h.since).toISOString(),
+      until: new Date(h.until).toISOString(),
+      volumes: h.toTearDown,
+      adopted: h.adopted,
+      message: `the first sync would tear down ${h.toTearDown} of ${h.adopted} volumes adopted at start; held until ${new Date(h.until).toISOString()}, then checked again`,
     },
   };
 }

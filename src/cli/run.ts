@@ -6,6 +6,7 @@ import { type Command, InvalidArgumentError, Option } from 'commander';
 import { resolveAccess } from '../agent/access/serving.ts';
 import { parseListen } from '../agent/http.ts';
 import { createLogger, type LogFormat } from '../agent/logger.ts';
+import { claimRootDir, RootDirError } from '../agent/root-dir.ts';
 import { lockRootDir, RootDirLockedError } from '../agent/root-lock.ts';
 import { resolveGroup } from '../agent/runtime/group.ts';
 import { version } from '../version.ts';
@@ -45,6 +46,8 @@ export interface RunFlags extends AccessFlags {
   runtimeSocket: string;
   runtimeSocketGroup?: number;
   hostRoot: string;
+  teardownSettlePeriod: number;
+  adoptRootDir?: boolean;
 }
 
 const asGroup = (v: string) => {
@@ -104,6 +107,13 @@ export async function run(flags: RunFlags): Promise<number> {
     process.stderr.write(`podvol: ${err.message}\n`);
     return EXIT_FAILURE;
   }
+  try {
+    await claimRootDir(rootDir, flags.nodeName, flags.adoptRootDir ?? false, logger);
+  } catch (err) {
+    if (!(err instanceof RootDirError)) throw err;
+    process.stderr.write(`podvol: ${err.message}\n`);
+    return EXIT_FAILURE;
+  }
   const cluster = clusterMode
     ? await (await import('../agent/cluster.ts')).connectCluster({
         kubeconfig: flags.kubeconfig,
@@ -115,6 +125,8 @@ export async function run(flags: RunFlags): Promise<number> {
   const { startDaemon } = await import('../agent/daemon.ts');
   const daemon = await startDaemon({
     rootDir,
+    adoptRootDir: flags.adoptRootDir ?? false,
+    teardownSettlePeriodMs: flags.teardownSettlePeriod,
     nodeName: flags.nodeName,
     podManifestPath: flags.podManifestPath,
     listen: flags.listen,
@@ -195,6 +207,21 @@ export function runCommand(program: Command): void {
           if (!v.startsWith('/')) throw new InvalidArgumentError(`must be an absolute path, got "${v}"`);
           return v.length > 1 ? v.replace(/\/+$/, '') : v;
         }),
+    )
+    .addOption(
+      new Option(
+        '--teardown-settle-period <duration>',
+        'how long a first sync that would tear down most volumes adopted at start is held before it is checked again (0s: no hold)',
+      )
+        .env('PODVOL_TEARDOWN_SETTLE_PERIOD')
+        .default(30_000, formatDuration(30_000))
+        .argParser(durationArg('--teardown-settle-period', 0)),
+    )
+    .addOption(
+      new Option(
+        '--adopt-root-dir',
+        'take over a root directory podvol did not create (no mark), or marked for another node name',
+      ).env('PODVOL_ADOPT_ROOT_DIR'),
     )
     .addOption(logLevelOption())
     .addOption(logFormatOption())

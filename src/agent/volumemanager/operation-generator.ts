@@ -7,7 +7,7 @@ import { mkdirAllBeneath, relativeBeneath } from '../../volumehost/safe-fs.ts';
 import type { MountedVolume } from './actual-state.ts';
 import type { VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
-import { removeRecord, writeRecord } from './records.ts';
+import { markPodOwned, removeRecord, writeRecord } from './records.ts';
 
 /** kubelet's FsUserFrom: the runAsUser every container agrees on, if any. */
 function fsUserFrom(pod: V1Pod): number | undefined {
@@ -62,7 +62,8 @@ export async function mountVolume(
   };
   try {
     const mounter = pluginMgr.findPluginByName(pluginName).newMounter(spec, pod);
-    // kubelet's makePodDataDirs: the pod, volumes and plugins directories, 0750.
+    // Owned first (see records.ts), then kubelet's makePodDataDirs: the pod, volumes and plugins directories, 0750.
+    await markPodOwned(rootDir, d.podUID);
     await mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podVolumesDir(rootDir, d.podUID)), 0o750);
     await mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podPluginsDir(rootDir, d.podUID)), 0o750);
     // The record is written before SetUp so that a crash half-way leaves enough to tear it down.

@@ -13,6 +13,7 @@ import {
 import { mountPointsBelow, relativeBeneath, removeAllBeneath } from '../../volumehost/safe-fs.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { readdirOrEmpty, reconstructVolume } from './reconstruction.ts';
+import { podOwned } from './records.ts';
 
 /**
  * kubelet's cleanupOrphanedPodDirs, without its worst failure mode: a pod
@@ -38,6 +39,12 @@ export async function cleanupOrphanedPodDirs(
       continue;
     }
     const dir = podDir(rootDir, uid);
+    if (!(await podOwned(rootDir, uid))) {
+      const msg = 'pod directory not created or adopted by podvol (no record under podvol/pods): left alone';
+      if (housekeepingErrors.get(uid) !== msg) logger.warn({ podUID: uid }, msg);
+      housekeepingErrors.set(uid, msg);
+      continue;
+    }
     try {
       const mounts = await mountPointsBelow(mounter, dir);
       if (mounts.length === 0) {

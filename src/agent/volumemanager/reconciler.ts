@@ -42,14 +42,15 @@ export function specChange(v: MountedVolume, d: VolumeToMount | undefined): 'non
 }
 
 /** kubelet's reconciler.unmountVolumes: every mounted volume of a pod no longer desired nor held. */
-export function unmountVolumes(ctx: VolumeManagerContext): void {
-  const { asw, dsw, executor } = ctx;
-  for (const v of asw.all()) {
-    // A pod still desired keeps every volume it has mounted, whatever its spec now says.
-    if (dsw.pod(v.podUID)) continue;
-    if (ctx.heldPod?.(v.podUID)) continue;
-    executor.run(v.key, 'volume_unmount', () => unmountVolume(ctx, v));
-  }
+export function volumesToUnmount(ctx: VolumeManagerContext): MountedVolume[] {
+  const { asw, dsw } = ctx;
+  // A pod still desired keeps every volume it has mounted, whatever its spec now says.
+  return asw.all().filter((v) => !dsw.pod(v.podUID) && !ctx.heldPod?.(v.podUID));
+}
+
+/** kubelet's reconciler.unmountVolumes. */
+export function unmountVolumes(ctx: VolumeManagerContext, volumes = volumesToUnmount(ctx)): void {
+  for (const v of volumes) ctx.executor.run(v.key, 'volume_unmount', () => unmountVolume(ctx, v));
 }
 
 /** kubelet's reconciler.mountOrAttachVolumes: every desired volume not mounted, or due a remount. */

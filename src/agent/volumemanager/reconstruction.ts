@@ -12,7 +12,7 @@ import {
 } from '../../volumehost/paths.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { volumeKey } from './desired-state.ts';
-import { findRecordByInnerName } from './records.ts';
+import { findRecordByInnerName, podOwned } from './records.ts';
 
 /** A volume directory found at start-up that could not be reconstructed (kubelet's volumesFailedReconstruction). */
 export interface FailedReconstruction {
@@ -30,6 +30,13 @@ export async function reconstructVolumes(ctx: VolumeManagerContext): Promise<Fai
   const root = ctx.rootDir;
   const failed: FailedReconstruction[] = [];
   for (const uid of await readdirOrEmpty(podsDir(root))) {
+    if (!(await podOwned(root, uid))) {
+      ctx.logger.warn(
+        { podUID: uid },
+        'pod directory not created or adopted by podvol (no podvol record): not reconstructed, left alone',
+      );
+      continue;
+    }
     for (const escaped of await readdirOrEmpty(podVolumesDir(root, uid))) {
       const pluginName = unescapeQualifiedName(escaped);
       for (const volumeName of await readdirOrEmpty(`${podVolumesDir(root, uid)}/${escaped}`)) {

@@ -2,10 +2,11 @@
 // needs and the directory layout alone cannot tell (the full volume spec,
 // the pod's namespace and name). Kept beside the volumes, under the pod dir,
 // so removing the pod directory removes it too.
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1PersistentVolume, V1Volume } from '@kubernetes/client-node';
 import { escapeQualifiedName, podVolumeRecordsDir } from '../../volumehost/paths.ts';
+import { mkdirAllBeneath, relativeBeneath } from '../../volumehost/safe-fs.ts';
 
 export interface VolumeRecord {
   version: 1;
@@ -80,4 +81,22 @@ export async function findRecordByInnerName(
     if (r && r.innerName === innerName) return r;
   }
   return undefined;
+}
+
+/**
+ * A pod directory podvol created or adopted has a records directory
+ * (<root>/podvol/pods/<uid>), made before the pod directory itself. Only such
+ * pod directories are ever reconstructed, torn down or removed: a directory
+ * someone else put under <root>/pods is left alone.
+ */
+export async function markPodOwned(root: string, podUID: string): Promise<void> {
+  await mkdirAllBeneath(root, relativeBeneath(root, podVolumeRecordsDir(root, podUID)), 0o750);
+}
+
+export async function podOwned(root: string, podUID: string): Promise<boolean> {
+  try {
+    return (await lstat(podVolumeRecordsDir(root, podUID))).isDirectory();
+  } catch {
+    return false;
+  }
 }

@@ -15,8 +15,9 @@ import { DesiredStateOfWorld } from './desired-state.ts';
 import { OperationExecutor } from './operation-executor.ts';
 import { cleanupOrphanedPodDirs } from './orphan-cleanup.ts';
 import { DesiredStateOfWorldPopulator } from './populator.ts';
-import { mountVolumes, specChange, unmountVolumes } from './reconciler.ts';
+import { mountVolumes, specChange, unmountVolumes, volumesToUnmount } from './reconciler.ts';
 import { cleanOrphanVolumes, type FailedReconstruction, reconstructVolumes } from './reconstruction.ts';
+import { SettleGuard, type TeardownHold } from './settle-guard.ts';
 import { buildStatus, type PodStatus, type Terminating } from './status.ts';
 import { EmptyDirStats } from './volume-stats.ts';
 
@@ -38,6 +39,11 @@ export interface VolumeManagerOptions {
   now?: () => number;
   /** PersistentVolumeClaims and PersistentVolumes (cluster mode). */
   claims?: ClaimLookup;
+  /**
+   * How long a first sync that would tear down most adopted volumes is held
+   * before it is checked again (see settle-guard.ts); 0 disables the hold.
+   */
+  settlePeriodMs?: number;
   /** Extra housekeeping once the sources have synced (the CSI plugin's orphaned staged volumes). */
   housekeeping?: () => Promise<void>;
   /** The step a running SetUp is at, for /status (the CSI plugin's attaching, staging, publishing). */
@@ -77,6 +83,7 @@ export class VolumeManager {
   readonly stats: EmptyDirStats;
   readonly #ctx: VolumeManagerContext;
   readonly #populator: DesiredStateOfWorldPopulator;
+  readonly #settle: SettleGuard;
   #timer: NodeJS.Timeout | undefined;
   #ticking = false;
   #reconstructed = false;
@@ -92,6 +99,7 @@ export class VolumeManager {
       loopPeriodMs: 100,
       housekeepingPeriodMs: 2000,
       resyncPeriodMs: 60_000,
+      settlePeriodMs: 30_000,
       now: Date.now,
       metrics: noMetrics,
       // An option passed as undefined keeps its default.
@@ -115,6 +123,7 @@ export class VolumeManager {
       cleanSubPaths: this.#o.cleanSubPaths,
     };
     this.stats = new EmptyDirStats(this.#ctx, { periodMs: this.#o.volumeStatsPeriodMs, now: this.#o.now });
+    this.#settle = new SettleGuard({ settleMs: this.#o.settlePeriodMs, now: this.#o.now, logger });
     this.#populator = new DesiredStateOfWorldPopulator(this.#ctx, {
       pods: this.#o.pods,
       resyncPeriodMs: this.#o.resyncPeriodMs,
@@ -167,6 +176,11 @@ export class VolumeManager {
     return this.#reconstructed && this.#populated;
   }
 
+  /** A first-sync teardown being held by the settle guard, for /status. */
+  teardownHold(): TeardownHold | undefined {
+    return this.#settle.hold();
+  }
+
   status(): PodStatus[] {
     return buildStatus(
       this.dsw,
@@ -213,7 +227,10 @@ export class VolumeManager {
       this.#populator.populate();
       const ready = this.#o.sourcesReady();
       if (ready) this.#populated = true;
-      if (ready) unmountVolumes(this.#ctx);
+      if (ready) {
+        const toUnmount = volumesToUnmount(this.#ctx);
+        if (this.#settle.allow(this.asw.all(), toUnmount)) unmountVolumes(this.#ctx, toUnmount);
+      }
       if (ready && this.#failedReconstruction.length > 0) {
         const failed = this.#failedReconstruction;
         this.#failedReconstruction = [];
@@ -221,7 +238,8 @@ export class VolumeManager {
       }
       mountVolumes(this.#ctx);
       this.stats.tick();
-      if (ready && this.#o.now() - this.#lastHousekeeping >= this.#o.housekeepingPeriodMs) {
+      const held = this.#settle.hold() !== undefined;
+      if (ready && !held && this.#o.now() - this.#lastHousekeeping >= this.#o.housekeepingPeriodMs) {
         this.#lastHousekeeping = this.#o.now();
         await cleanupOrphanedPodDirs(this.#ctx, this.#housekeepingErrors);
         await this.#o

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { VolumeManager } from '../../../src/agent/volumemanager/volume-manager.ts';
+import { VolumeManager, type VolumeManagerOptions } from '../../../src/agent/volumemanager/volume-manager.ts';
 import { FakeMounter } from '../../../src/mount/fake.ts';
 import { probeVolumePlugins } from '../../../src/plugins/index.ts';
 import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
@@ -29,9 +29,14 @@ export const pod = (
   },
 });
 
-export async function harness(t: TestContext, initialPods: V1Pod[]) {
-  const root = await mkdtemp(join(tmpdir(), 'podvol-vm-'));
-  t.after(() => rm(root, { recursive: true, force: true }));
+/** `opts.root` reuses another harness's root directory: a restart. */
+export async function harness(
+  t: TestContext,
+  initialPods: V1Pod[],
+  opts: Partial<Pick<VolumeManagerOptions, 'now' | 'settlePeriodMs'>> & { root?: string } = {},
+) {
+  const root = opts.root ?? (await mkdtemp(join(tmpdir(), 'podvol-vm-')));
+  if (!opts.root) t.after(() => rm(root, { recursive: true, force: true }));
   const mounter = new FakeMounter();
   const pluginMgr = new VolumePluginMgr();
   const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
@@ -46,6 +51,8 @@ export async function harness(t: TestContext, initialPods: V1Pod[]) {
     logger: pino({ level: 'silent' }),
     pods: () => pods,
     sourcesReady: () => ready,
+    now: opts.now,
+    settlePeriodMs: opts.settlePeriodMs,
   });
   await vm.reconstruct();
   const settle = async () => {

@@ -43,6 +43,7 @@ test('finding 1: orphan clean-up of an unknown pod directory never follows a sym
   const h = await harness(t, []);
   const orphan = join(h.root, 'pods/orphan/volumes/kubernetes.io~empty-dir/v');
   await mkdir(orphan, { recursive: true });
+  await mkdir(join(h.root, 'podvol/pods/orphan'), { recursive: true }); // podvol's own (records.ts)
   await symlink(outside, join(orphan, 'link'));
   await symlink(outside, join(h.root, 'pods/orphan/volumes/kubernetes.io~secret'));
   h.setReady(true);
@@ -92,4 +93,60 @@ test('finding 2: a mountPath of .. cannot make a nested mount point outside the 
   const everywhere = [h.root, join(h.root, 'pods'), join(h.root, 'pods/p'), join(h.root, 'pods/p/volumes')];
   for (const d of everywhere) assert.ok(!(await readdir(d)).includes('escaped-by-podvol'), d);
   assert.ok(!existsSync('/escaped-by-podvol'));
+});
+
+test('settle guard: a first sync that would tear down most adopted volumes is held, then re-checked', async (t) => {
+  const first = await harness(t, [pod('a', [{ name: 'db', emptyDir: {} }])]);
+  first.setReady(true);
+  await first.settle();
+  const db = join(first.root, 'pods/a/volumes/kubernetes.io~empty-dir/db');
+  await writeFile(join(db, 'data'), 'precious');
+
+  // Restarted with sources that list no pods at all (say, a wrong --node-name).
+  let clock = 1_000_000;
+  const h = await harness(t, [], { root: first.root, now: () => clock, settlePeriodMs: 30_000 });
+  h.setReady(true);
+  await h.settle();
+  assert.equal(h.vm.asw.get('a/db')?.state, 'uncertain', 'adopted, still there');
+  const hold = h.vm.teardownHold();
+  assert.deepEqual({ volumes: hold?.toTearDown, adopted: hold?.adopted }, { volumes: 1, adopted: 1 });
+  assert.ok(existsSync(join(db, 'data')), 'nothing torn down while held');
+
+  // The sources come round (the pod is listed again): the hold is released, nothing torn down.
+  clock += 10_000;
+  h.setPods([pod('a', [{ name: 'db', emptyDir: {} }])]);
+  await h.settle();
+  assert.equal(h.vm.teardownHold(), undefined);
+  assert.equal(h.vm.asw.get('a/db')?.state, 'mounted');
+  assert.ok(existsSync(join(db, 'data')));
+});
+
+test('settle guard: after the settle period a teardown still wanted goes ahead', async (t) => {
+  const first = await harness(t, [pod('a', [{ name: 'db', emptyDir: {} }])]);
+  first.setReady(true);
+  await first.settle();
+  let clock = 1_000_000;
+  const h = await harness(t, [], { root: first.root, now: () => clock, settlePeriodMs: 30_000 });
+  h.setReady(true);
+  await h.settle();
+  assert.ok(h.vm.teardownHold());
+  clock += 31_000;
+  await h.settle();
+  assert.equal(h.vm.teardownHold(), undefined);
+  assert.equal(h.vm.asw.get('a/db'), undefined, 'torn down');
+  clock += 3_000; // the next housekeeping removes the pod directory
+  await h.settle();
+  assert.ok(!existsSync(join(first.root, 'pods/a')), 'and its directory removed');
+});
+
+test('a pod directory podvol did not create or adopt is never reconstructed or removed', async (t) => {
+  const h = await harness(t, []);
+  const foreign = join(h.root, 'pods/foreign/volumes/kubernetes.io~empty-dir/db');
+  await mkdir(foreign, { recursive: true });
+  await writeFile(join(foreign, 'data'), 'theirs');
+  const again = await harness(t, [], { root: h.root });
+  assert.equal(again.vm.asw.all().length, 0, 'not reconstructed');
+  again.setReady(true);
+  await again.settle();
+  assert.ok(existsSync(join(foreign, 'data')), 'not removed');
 });
