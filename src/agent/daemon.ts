@@ -30,6 +30,8 @@ export interface RunOptions {
   nodeName: string;
   podManifestPath?: string;
   listen: { host: string; port: number };
+  /** The operation pool size (volume-manager default when unset). */
+  maxConcurrentOperations?: number;
   /** Take over a root directory without podvol's mark, or marked for another node name (root-dir.ts). */
   adoptRootDir?: boolean;
   /** How long a first sync that would tear down most adopted volumes is held (settle-guard.ts). */
@@ -164,6 +166,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     metrics,
     resyncPeriodMs: o.syncFrequencyMs,
     settlePeriodMs: o.teardownSettlePeriodMs,
+    maxConcurrentOperations: o.maxConcurrentOperations,
     claims: o.cluster?.claims,
     phaseOf: (uid, inner, plugin) => (plugin === csiPluginName ? csi.phaseOf(uid, inner) : undefined),
     housekeeping: async () => {

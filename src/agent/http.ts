@@ -13,7 +13,30 @@ export interface HttpHandlers {
   status(): unknown;
 }
 
-export function createHttpServer(h: HttpHandlers, secure?: { tls: ServerOptions; guard: Guard }): Server {
+/**
+ * Limits that keep the listener from starving the daemon: idle or slow clients
+ * cannot hold file descriptors the mount work needs (a thousand idle TCP
+ * connections used to exhaust them), and every connection beyond the cap is
+ * closed at once.
+ */
+export const httpLimits = {
+  maxConnections: 64,
+  /** A client must send its complete headers within this, or the connection is closed. */
+  headersTimeoutMs: 5_000,
+  requestTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 5_000,
+  /** How often Node checks the two timeouts above. */
+  connectionsCheckingIntervalMs: 1_000,
+  maxRequestsPerSocket: 100,
+  /** A socket with no traffic this long is closed (Node's header timeout ignores a client that sends nothing). */
+  idleTimeoutMs: 10_000,
+};
+
+export function createHttpServer(
+  h: HttpHandlers,
+  secure?: { tls: ServerOptions; guard: Guard },
+  limits = httpLimits,
+): Server {
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
     const path = (req.url ?? '/').split('?')[0];
     const send = (code: number, body: string, type = 'text/plain; charset=utf-8', headers = {}) => {
@@ -44,8 +67,20 @@ export function createHttpServer(h: HttpHandlers, secure?: { tls: ServerOptions;
       return send(500, `${(err as Error).message}\n`);
     }
   };
+  const opts = {
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionsCheckingInterval: limits.connectionsCheckingIntervalMs,
+  };
   // An https.Server is a net/tls server with the same request API as http.Server.
-  return secure ? (createHttpsServer(secure.tls, handler) as unknown as Server) : createServer(handler);
+  const server = secure
+    ? (createHttpsServer({ ...secure.tls, ...opts }, handler) as unknown as Server)
+    : createServer(opts, handler);
+  server.maxConnections = limits.maxConnections;
+  server.maxRequestsPerSocket = limits.maxRequestsPerSocket;
+  server.setTimeout(limits.idleTimeoutMs);
+  return server;
 }
 
 /** Parses HOST:PORT (IPv6 as [::1]:PORT); throws a message fit for a usage error. */

@@ -7,6 +7,7 @@ import { resolve } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { type Command, Option } from 'commander';
 import { pino } from 'pino';
+import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
 import type { Plan } from '../agent/ops/plan.ts';
 import type { SourceError } from '../agent/pods/types.ts';
 import { EXIT_FAILURE, EXIT_OK, setExitCode } from './command.ts';
@@ -53,19 +54,23 @@ async function runPlan(flags: PlanFlags): Promise<number> {
         ? planManifest(await readStdin(), flags.filename, ctx)
         : ((r) => planSource(r.pods, r.errors, ctx))(await readPods(flags.filename, flags.nodeName));
   } catch (err) {
-    process.stderr.write(`podvol plan: cannot read ${flags.filename}: ${(err as Error).message}\n`);
+    process.stderr.write(
+      escapeControl(`podvol plan: cannot read ${flags.filename}: ${(err as Error).message}\n`),
+    );
     return EXIT_FAILURE;
   }
   for (const e of plan.errors) {
     const where = `${e.file ?? flags.filename}${e.document !== undefined ? ` document ${e.document}` : ''}`;
-    process.stderr.write(`podvol plan: ${where}: ${e.reason}: ${e.message}\n`);
+    process.stderr.write(escapeControl(`podvol plan: ${where}: ${e.reason}: ${e.message}\n`));
   }
   process.stdout.write(
-    flags.output === 'json' ? `${JSON.stringify(plan.steps, null, 2)}\n` : formatPlan(plan),
+    flags.output === 'json'
+      ? escapeControlJSON(`${JSON.stringify(plan.steps, null, 2)}\n`)
+      : escapeControl(formatPlan(plan)),
   );
   const failing = failingVolumes(plan);
   for (const s of failing)
-    process.stderr.write(`podvol plan: ${s.pod} volume ${s.volume} would fail: ${s.detail}\n`);
+    process.stderr.write(escapeControl(`podvol plan: ${s.pod} volume ${s.volume} would fail: ${s.detail}\n`));
   return plan.errors.length > 0 || failing.length > 0 ? EXIT_FAILURE : EXIT_OK;
 }
 

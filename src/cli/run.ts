@@ -32,6 +32,13 @@ const asListen = (v: string) => {
   }
 };
 
+const positiveInteger = (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1)
+    throw new InvalidArgumentError(`must be a whole number of 1 or more, got "${v}"`);
+  return n;
+};
+
 export interface RunFlags extends AccessFlags {
   rootDir: string;
   nodeName: string;
@@ -47,6 +54,7 @@ export interface RunFlags extends AccessFlags {
   runtimeSocketGroup?: number;
   hostRoot: string;
   teardownSettlePeriod: number;
+  maxConcurrentOperations?: number;
   adoptRootDir?: boolean;
 }
 
@@ -127,6 +135,7 @@ export async function run(flags: RunFlags): Promise<number> {
     rootDir,
     adoptRootDir: flags.adoptRootDir ?? false,
     teardownSettlePeriodMs: flags.teardownSettlePeriod,
+    maxConcurrentOperations: flags.maxConcurrentOperations,
     nodeName: flags.nodeName,
     podManifestPath: flags.podManifestPath,
     listen: flags.listen,
@@ -216,6 +225,14 @@ export function runCommand(program: Command): void {
         .env('PODVOL_TEARDOWN_SETTLE_PERIOD')
         .default(30_000, formatDuration(30_000))
         .argParser(durationArg('--teardown-settle-period', 0)),
+    )
+    .addOption(
+      new Option(
+        '--max-concurrent-operations <n>',
+        'mount and unmount operations running at once (default: 2 per CPU, at least 4; one pod gets at most half)',
+      )
+        .env('PODVOL_MAX_CONCURRENT_OPERATIONS')
+        .argParser(positiveInteger),
     )
     .addOption(
       new Option(

@@ -3,6 +3,7 @@
 // table itself is built by a pure function so tests can pin it exactly.
 import type { SourceError } from '../pods/types.ts';
 import type { PodStatus } from '../volumemanager/status.ts';
+import { escapeControl, escapeControlJSON } from './escape.ts';
 import { formatTable } from './table.ts';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:10280';
@@ -182,17 +183,17 @@ export async function runStatus(
 ): Promise<number> {
   const r = await fetchStatus(o.server);
   if (!r.ok) {
-    io.stderr.write(`podvol status: ${r.message}\n`);
+    io.stderr.write(escapeControl(`podvol status: ${r.message}\n`));
     return EXIT_UNREACHABLE;
   }
   if (o.output === 'json') {
-    io.stdout.write(r.body.endsWith('\n') ? r.body : `${r.body}\n`);
+    io.stdout.write(escapeControlJSON(r.body.endsWith('\n') ? r.body : `${r.body}\n`));
     return 0;
   }
   if (r.doc.pods.length === 0) {
     // As kubectl: the "nothing here" note goes to stderr, so stdout stays parseable.
-    io.stderr.write(`No pods on node ${r.doc.node || '(unknown)'}.\n`);
+    io.stderr.write(escapeControl(`No pods on node ${r.doc.node || '(unknown)'}.\n`));
   }
-  io.stdout.write(formatStatus(r.doc, o.output));
+  io.stdout.write(escapeControl(formatStatus(r.doc, o.output)));
   return 0;
 }

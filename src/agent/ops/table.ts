@@ -6,6 +6,8 @@
 /** Shown for an empty cell, as kubectl does. */
 export const NONE = '<none>';
 
+import { escapeControl } from './escape.ts';
+
 // Go's tabwriter counts runes, not UTF-16 units.
 const width = (s: string) => [...s].length;
 
@@ -13,7 +15,7 @@ const width = (s: string) => [...s].length;
 export function formatTable(headers: readonly string[], rows: readonly (readonly string[])[]): string {
   const cells = [
     headers.map((h) => h.toUpperCase()),
-    ...rows.map((r) => headers.map((_, i) => r[i] || NONE)),
+    ...rows.map((r) => headers.map((_, i) => escapeControl(r[i] || NONE))),
   ];
   const widths = headers.map((_, i) => Math.max(...cells.map((r) => width(r[i]))));
   return cells

@@ -1,6 +1,10 @@
 // kubelet's NestedPendingOperations, reduced to what pod-local volumes need:
 // one operation per key at a time, and per-key exponential backoff
-// (0.5 s doubling to 2m2s) that resets when the operation name changes.
+// (0.5 s doubling to 2m2s) that resets when the operation name changes. Unlike
+// kubelet, the operations running at once are bounded (a pool): one pod with a
+// thousand volumes must not start a thousand mount(8) processes at once; the
+// reconciler offers the rest again on its next pass.
+import { availableParallelism } from 'node:os';
 
 export const initialDurationBeforeRetryMs = 500;
 export const maxDurationBeforeRetryMs = 2 * 60_000 + 2_000;
@@ -14,15 +18,26 @@ export interface OperationState {
   durationBeforeRetryMs: number;
 }
 
-export type RunResult = 'started' | 'already-pending' | 'backoff';
+export type RunResult = 'started' | 'already-pending' | 'backoff' | 'busy';
+
+/** Default pool size: mount work waits on processes and disks more than on CPUs. */
+export const defaultMaxConcurrentOperations = () => Math.max(4, 2 * availableParallelism());
 
 export class OperationExecutor {
   readonly #ops = new Map<string, OperationState>();
   readonly #inFlight = new Set<Promise<void>>();
   readonly #now: () => number;
+  readonly #max: number;
+  readonly #perGroup: number;
+  #running = 0;
+  /** Running operations per key group (the pod UID before the first '/'). */
+  readonly #groupRunning = new Map<string, number>();
 
-  constructor(now: () => number = Date.now) {
+  constructor(now: () => number = Date.now, maxConcurrent = defaultMaxConcurrentOperations()) {
     this.#now = now;
+    this.#max = Math.max(1, maxConcurrent);
+    // One pod may take at most half the pool, so the other pods keep being served.
+    this.#perGroup = Math.max(1, Math.floor(this.#max / 2));
   }
 
   /**
@@ -32,6 +47,8 @@ export class OperationExecutor {
   run(key: string, operationName: string, fn: () => Promise<void>): RunResult {
     const prev = this.#ops.get(key);
     if (prev?.pending) return 'already-pending';
+    const group = key.slice(0, key.indexOf('/') + 1 || key.length);
+    if (this.#running >= this.#max || (this.#groupRunning.get(group) ?? 0) >= this.#perGroup) return 'busy';
     let state: OperationState;
     if (prev && prev.operationName === operationName) {
       if (
@@ -47,6 +64,8 @@ export class OperationExecutor {
     }
     state.pending = true;
     state.attempts++;
+    this.#running++;
+    this.#groupRunning.set(group, (this.#groupRunning.get(group) ?? 0) + 1);
     const p = (async () => {
       try {
         await fn();
@@ -59,6 +78,11 @@ export class OperationExecutor {
           state.durationBeforeRetryMs === 0
             ? initialDurationBeforeRetryMs
             : Math.min(state.durationBeforeRetryMs * 2, maxDurationBeforeRetryMs);
+      } finally {
+        this.#running--;
+        const n = (this.#groupRunning.get(group) ?? 1) - 1;
+        if (n === 0) this.#groupRunning.delete(group);
+        else this.#groupRunning.set(group, n);
       }
     })();
     this.#inFlight.add(p);
@@ -90,6 +114,11 @@ export class OperationExecutor {
   /** Resolves when every operation started so far has finished. */
   async drain(): Promise<void> {
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+  }
+
+  /** Operations running now (at most the pool size). */
+  runningCount(): number {
+    return this.#running;
   }
 
   pendingCount(): number {

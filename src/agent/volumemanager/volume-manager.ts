@@ -12,7 +12,7 @@ import { ActualStateOfWorld, type MountedVolume } from './actual-state.ts';
 import type { ClaimLookup } from './claims.ts';
 import type { VolumeManagerContext, VolumeManagerMetrics } from './context.ts';
 import { DesiredStateOfWorld } from './desired-state.ts';
-import { OperationExecutor } from './operation-executor.ts';
+import { defaultMaxConcurrentOperations, OperationExecutor } from './operation-executor.ts';
 import { cleanupOrphanedPodDirs } from './orphan-cleanup.ts';
 import { DesiredStateOfWorldPopulator } from './populator.ts';
 import { mountVolumes, specChange, unmountVolumes, volumesToUnmount } from './reconciler.ts';
@@ -44,6 +44,8 @@ export interface VolumeManagerOptions {
    * before it is checked again (see settle-guard.ts); 0 disables the hold.
    */
   settlePeriodMs?: number;
+  /** The operation pool: mount and unmount operations running at once (default from the CPUs). */
+  maxConcurrentOperations?: number;
   /** Extra housekeeping once the sources have synced (the CSI plugin's orphaned staged volumes). */
   housekeeping?: () => Promise<void>;
   /** The step a running SetUp is at, for /status (the CSI plugin's attaching, staging, publishing). */
@@ -100,6 +102,7 @@ export class VolumeManager {
       housekeepingPeriodMs: 2000,
       resyncPeriodMs: 60_000,
       settlePeriodMs: 30_000,
+      maxConcurrentOperations: defaultMaxConcurrentOperations(),
       now: Date.now,
       metrics: noMetrics,
       // An option passed as undefined keeps its default.
@@ -107,7 +110,7 @@ export class VolumeManager {
         Object.entries(opts).filter(([, v]) => v !== undefined),
       ) as VolumeManagerOptions),
     };
-    this.executor = new OperationExecutor(this.#o.now);
+    this.executor = new OperationExecutor(this.#o.now, this.#o.maxConcurrentOperations);
     const { rootDir, host, pluginMgr, mounter, logger, metrics } = this.#o;
     this.#ctx = {
       rootDir,

@@ -41,7 +41,12 @@ export interface ReflectorOptions<T extends KubeObject> {
   watchTimeoutSeconds?: number;
   /** Silence allowed on a watch beyond watchTimeoutSeconds before the watchdog restarts it (default 30 s). */
   watchdogGraceMs?: number;
-  /** Retry delays after failures: jittered exponential from initialMs to maxMs (default 500 ms → 30 s). */
+  /**
+   * Retry delays after failures: jittered exponential from initialMs to maxMs
+   * (default 500 ms → 4 s, so changes reach the disk within 5 s of the API
+   * server coming back; the delay is drawn from [¼, 1) of the step so thousands
+   * of nodes do not retry in lockstep).
+   */
   backoff?: { initialMs?: number; maxMs?: number };
   logger?: Logger;
 }
@@ -251,11 +256,11 @@ export class Reflector<T extends KubeObject> {
 
   private async backoff(): Promise<void> {
     const initial = this.opts.backoff?.initialMs ?? 500;
-    const max = this.opts.backoff?.maxMs ?? 30_000;
+    const max = this.opts.backoff?.maxMs ?? 4_000;
     const base = Math.min(max, initial * 2 ** Math.min(this.failures, 30));
     this.failures++;
-    // Jitter in [0.5, 1) × base so many agents do not retry in lockstep.
-    const delay = base * (0.5 + Math.random() / 2);
+    // Jitter in [0.25, 1) × base so many agents do not retry in lockstep.
+    const delay = base * (0.25 + (Math.random() * 3) / 4);
     await new Promise<void>((resolve) => {
       const t = setTimeout(done, delay);
       const signal = this.stopCtl.signal;

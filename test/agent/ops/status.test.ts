@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
+import { escapeControl, escapeControlJSON } from '../../../src/agent/ops/escape.ts';
 import { formatStatus, normalizeServer, type StatusDocument } from '../../../src/agent/ops/status.ts';
 import { freePort } from '../../helpers/daemon.ts';
 import { runCli } from './cli.ts';
@@ -261,4 +262,38 @@ test("AGE counts from the volume's since, as kubectl prints durations", async ()
     ],
   };
   assert.match(formatStatus(doc as never, 'table', now), /mounted {3}3m {3}/);
+});
+
+test('finding 8: control characters from pods reach the terminal escaped, in every format', () => {
+  const evil = '/srv/\u001b]0;pwned\u0007\u001b[2J\u009b31mdata';
+  const doc = {
+    node: 'n',
+    pods: [
+      {
+        namespace: 'default',
+        name: 'p\u001b[31m',
+        uid: 'u',
+        volumes: [
+          {
+            name: 'v',
+            plugin: 'kubernetes.io/host-path',
+            state: 'failed' as const,
+            path: evil,
+            reason: 'HostPathTypeMismatch',
+            message: `hostPath type check failed: ${evil} is not a directory`,
+            attempts: 1,
+          },
+        ],
+      },
+    ],
+    errors: [],
+  };
+  for (const format of ['table', 'wide'] as const) {
+    const out = escapeControl(formatStatus(doc, format));
+    assert.doesNotMatch(out, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/, format);
+    if (format === 'wide') assert.match(out, /\/srv\/\\x1b\]0;pwned\\x07\\x1b\[2J\\x9b31mdata/);
+  }
+  const json = escapeControlJSON(JSON.stringify(doc));
+  assert.doesNotMatch(json, /[\u0000-\u001f\u007f-\u009f]/);
+  assert.deepEqual(JSON.parse(json), doc, 'the JSON still reads back to the same document');
 });

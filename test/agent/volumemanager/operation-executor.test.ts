@@ -52,3 +52,23 @@ test('failures back off 0.5 s doubling to 2m2s; another operation resets the bac
   await ex.drain();
   assert.equal(ex.state('k')?.durationBeforeRetryMs, 500);
 });
+
+test('the pool bounds operations running at once; one key group gets at most half of it', async () => {
+  const ex = new OperationExecutor(Date.now, 4);
+  const release: (() => void)[] = [];
+  const op = () => new Promise<void>((r) => release.push(r));
+  assert.equal(ex.run('a/1', 'volume_mount', op), 'started');
+  assert.equal(ex.run('a/2', 'volume_mount', op), 'started');
+  assert.equal(ex.run('a/3', 'volume_mount', op), 'busy', 'pod a has half the pool');
+  assert.equal(ex.run('b/1', 'volume_mount', op), 'started');
+  assert.equal(ex.run('c/1', 'volume_mount', op), 'started');
+  assert.equal(ex.run('d/1', 'volume_mount', op), 'busy', 'the pool is full');
+  assert.equal(ex.runningCount(), 4);
+  assert.equal(ex.state('d/1'), undefined, 'a busy refusal is not an attempt');
+  release.shift()?.();
+  await new Promise((r) => setImmediate(r));
+  assert.equal(ex.run('a/3', 'volume_mount', op), 'started');
+  for (const r of release.splice(0)) r();
+  await ex.drain();
+  assert.equal(ex.runningCount(), 0);
+});

@@ -1,0 +1,56 @@
+// Finding 6: idle connections must not starve the daemon's listener or its
+// file descriptors.
+import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
+import { test } from 'node:test';
+import { Registry } from 'prom-client';
+import { createHttpServer, httpLimits } from '../../src/agent/http.ts';
+import { waitFor } from '../helpers/daemon.ts';
+
+test('idle connections beyond the cap are closed, idle ones time out, /healthz answers again', async (t) => {
+  const limits = {
+    ...httpLimits,
+    maxConnections: 8,
+    headersTimeoutMs: 400,
+    idleTimeoutMs: 500,
+    connectionsCheckingIntervalMs: 100,
+  };
+  const server = createHttpServer(
+    {
+      registry: new Registry(),
+      alive: () => true,
+      ready: () => ({ ready: true, reasons: [] }),
+      status: () => ({}),
+    },
+    undefined,
+    limits,
+  );
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => new Promise<void>((r) => server.close(() => r())));
+  const { port } = server.address() as { port: number };
+  const sockets: Socket[] = [];
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+  });
+  let accepted = 0;
+  let serverClosed = 0;
+  server.on('connection', (s) => {
+    accepted++;
+    s.on('close', () => serverClosed++);
+  });
+  const connections = () => new Promise<number>((r) => server.getConnections((_e, n) => r(n)));
+  for (let i = 0; i < 200; i++) {
+    const s = connect(port, '127.0.0.1');
+    s.on('error', () => {});
+    sockets.push(s);
+  }
+  await waitFor('every connection seen', async () => accepted >= limits.maxConnections || undefined);
+  assert.ok((await connections()) <= limits.maxConnections, 'never more than the cap held');
+  // The idle ones never send a byte: closed by the idle timeout, so the listener is free again.
+  await waitFor(
+    'idle connections closed',
+    async () => (serverClosed === accepted && (await connections()) === 0) || undefined,
+  );
+  const res = await fetch(`http://127.0.0.1:${port}/healthz`);
+  assert.equal(res.status, 200);
+});
