@@ -74,7 +74,7 @@ async function adoptPodDirs(rootDir: string): Promise<number> {
 
 /**
  * Checks (and on first use writes) the root directory's mark before anything
- * else runs. Refuses, unless `adopt`: a non-empty directory without a mark, and
+ * else runs. Refuses, unless `adopt`: a directory with pod directories but no mark, and
  * a mark for another node name. A directory an earlier podvol left without a
  * mark (it has <root>/podvol) is simply marked.
  */
@@ -103,7 +103,11 @@ export async function claimRootDir(
     return;
   }
   const present = await entries(rootDir);
-  if (present.length === 0 || (present.includes(ROOT_MARK_DIR) && !adopt)) {
+  // Only pod directories are ever torn down or removed: a root holding none
+  // (a CSI node plugin's plugins/ and plugins_registry/ made before podvol's first
+  // start, say) is as good as empty.
+  const podDirs = await entries(podsDir(rootDir));
+  if (podDirs.length === 0 || (present.includes(ROOT_MARK_DIR) && !adopt)) {
     // Fresh, or left by a podvol from before marks (only podvol makes <root>/podvol).
     await writeMark(rootDir, nodeName);
     if (present.length > 0) logger.info({ rootDir }, 'marked a root directory an earlier podvol left');
@@ -111,7 +115,7 @@ export async function claimRootDir(
   }
   if (!adopt) {
     throw new RootDirError(
-      `root directory ${rootDir} is not empty (${present.slice(0, 5).join(', ')}) and has no podvol mark (${markPath}): it may be another agent's, whose pod directories podvol would tear down. Point --root-dir at an empty or podvol directory, or pass --adopt-root-dir to take it over.`,
+      `root directory ${rootDir} holds pod directories (${podDirs.slice(0, 3).join(', ')}) and has no podvol mark (${markPath}): it may be another agent's, whose pod directories podvol would tear down. Point --root-dir at an empty or podvol directory, or pass --adopt-root-dir to take it over.`,
     );
   }
   const n = await adoptPodDirs(rootDir);

@@ -97,7 +97,7 @@ mountTest(
     await mkdir(manifests);
     const r = await runCli(['run', '--root-dir', root, '--node-name', 'n', '--pod-manifest-path', manifests]);
     assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stderr, /is not empty .* no podvol mark/);
+    assert.match(r.stderr, /holds pod directories .* no podvol mark/);
     assert.equal(await readFile(join(theirs, 'data'), 'utf8'), 'theirs');
   },
 );

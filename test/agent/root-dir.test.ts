@@ -39,7 +39,10 @@ test('a non-empty root directory without a mark (another agent) is refused unles
   const root = await tempDir(t);
   await mkdir(join(root, 'pods/kubelet-pod/volumes/kubernetes.io~empty-dir/db'), { recursive: true });
   await writeFile(join(root, 'pods/kubelet-pod/volumes/kubernetes.io~empty-dir/db/data'), 'x');
-  await assert.rejects(claimRootDir(root, 'n', false, log), /not empty .* no podvol mark.*--adopt-root-dir/);
+  await assert.rejects(
+    claimRootDir(root, 'n', false, log),
+    /holds pod directories .* no podvol mark.*--adopt-root-dir/,
+  );
   assert.equal(await podOwned(root, 'kubelet-pod'), false);
   await claimRootDir(root, 'n', true, log);
   assert.equal(await podOwned(root, 'kubelet-pod'), true);
@@ -53,6 +56,14 @@ test('a root directory an earlier podvol left (podvol/ without a mark) is just m
   const root = await tempDir(t);
   await mkdir(join(root, 'podvol/pods/u1'), { recursive: true });
   await mkdir(join(root, 'pods/u1'), { recursive: true });
+  await claimRootDir(root, 'n', false, log);
+  assert.equal((await mark(root)).nodeName, 'n');
+});
+
+test('a root directory without pod directories (a CSI plugin made plugins_registry first) is marked, not refused', async (t) => {
+  const root = await tempDir(t);
+  await mkdir(join(root, 'plugins_registry'), { recursive: true });
+  await mkdir(join(root, 'plugins/example.csi'), { recursive: true });
   await claimRootDir(root, 'n', false, log);
   assert.equal((await mark(root)).nodeName, 'n');
 });

@@ -1,0 +1,56 @@
+// The safe fs primitive against Node's path-based equivalents, on the same
+// trees in the same run: rm -r of a tree (removeAllBeneath vs fs.rm) and
+// mkdir -p (mkdirAllBeneath vs fs.mkdir recursive). The price of never
+// following a symlink and never crossing a mount (one open + an fdinfo read
+// per directory, /proc/self/fd lookups per entry).
+// Run: node bench/safe-fs.bench.ts [files] [files-per-directory] [rounds]
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { mkdirAllBeneath, removeAllBeneath } from '../src/volumehost/safe-fs.ts';
+
+const FILES = Number(process.argv[2] ?? 20_000);
+const PER_DIR = Number(process.argv[3] ?? 100);
+const ROUNDS = Number(process.argv[4] ?? 3);
+
+const root = mkdtempSync(join(tmpdir(), 'podvol-safefs-bench-'));
+const build = (name: string) => {
+  for (let d = 0; d * PER_DIR < FILES; d++) {
+    const dir = join(root, name, `d${d}`, 'sub');
+    mkdirSync(dir, { recursive: true });
+    for (let f = 0; f < PER_DIR; f++) writeFileSync(join(dir, `f${f}`), 'x');
+  }
+};
+const ms = async (fn: () => Promise<unknown>) => {
+  const t0 = process.hrtime.bigint();
+  await fn();
+  return Number(process.hrtime.bigint() - t0) / 1e6;
+};
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+try {
+  const safe: number[] = [];
+  const plain: number[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    build('a');
+    build('b');
+    plain.push(await ms(() => rm(join(root, 'a'), { recursive: true })));
+    safe.push(await ms(() => removeAllBeneath(root, 'b')));
+  }
+  const deep = Array.from({ length: 32 }, (_, i) => `l${i}`).join('/');
+  const mkSafe: number[] = [];
+  const mkPlain: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    mkPlain.push(await ms(() => mkdir(join(root, `p${i}`, deep), { recursive: true })));
+    mkSafe.push(await ms(() => mkdirAllBeneath(root, `s${i}/${deep}`)));
+  }
+  console.log(`safe-fs bench: ${FILES} files in directories of ${PER_DIR}, median of ${ROUNDS}`);
+  console.log(
+    `  rm -r     fs.rm ${median(plain).toFixed(0)} ms   removeAllBeneath ${median(safe).toFixed(0)} ms   ratio ${(median(safe) / median(plain)).toFixed(2)}`,
+  );
+  console.log(
+    `  mkdir -p (32 levels)   fs.mkdir ${median(mkPlain).toFixed(2)} ms   mkdirAllBeneath ${median(mkSafe).toFixed(2)} ms   ratio ${(median(mkSafe) / median(mkPlain)).toFixed(2)}`,
+  );
+} finally {
+  rmSync(root, { recursive: true, force: true });
+}

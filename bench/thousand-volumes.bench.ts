@@ -1,0 +1,209 @@
+// Finding 5: one pod with 1,000 downwardAPI volumes (each a tmpfs wrapper plus
+// atomic-writer files). Runs the real daemon (as root, in a private mount
+// namespace) on such a static pod, waits until every volume is mounted, removes
+// the pod and waits until every mount is gone, and prints podvol's peak RSS
+// (VmHWM) and the times, next to a baseline measured in the same run: the same
+// pod with the operation pool opened up to 1,000 (every operation at once, as
+// before the pool). With --cgroup it also runs each daemon inside a fresh
+// cgroup v1/v2 memory cgroup of 256 MiB (the DaemonSet's limit) and reports
+// whether it was OOM-killed.
+// Run (root): node bench/thousand-volumes.bench.ts [volumes] [--cgroup]
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const VOLUMES = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 1000);
+const USE_CGROUP = process.argv.includes('--cgroup');
+const LIMIT = 256 * 1024 * 1024;
+const repo = join(import.meta.dirname, '..');
+
+if (process.getuid?.() !== 0) {
+  console.log('thousand-volumes bench: needs root (real tmpfs mounts); skipped');
+  process.exit(0);
+}
+
+function manifest(): string {
+  const names = Array.from({ length: VOLUMES }, (_, i) => `v${i}`);
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'many', namespace: 'default', labels: { app: 'many' } },
+    spec: {
+      containers: [
+        {
+          name: 'c',
+          image: 'busybox',
+          resources: { limits: { memory: '64Mi' } },
+          volumeMounts: names.map((n) => ({ name: n, mountPath: `/${n}` })),
+        },
+      ],
+      volumes: names.map((n) => ({
+        name: n,
+        downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] },
+      })),
+    },
+  });
+}
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+
+/** A memory cgroup of LIMIT bytes for `pid` (v2 if mounted unified, else v1); returns how to read it. */
+function cgroupFor(pid: number): { peak(): number; oomKilled(): boolean; remove(): void } | undefined {
+  const self = readFileSync('/proc/self/cgroup', 'utf8');
+  const v1 = /^\d+:memory:(.*)$/m.exec(self)?.[1];
+  const base =
+    v1 !== undefined
+      ? join('/sys/fs/cgroup/memory', v1)
+      : join('/sys/fs/cgroup', /^0::(.*)$/m.exec(self)?.[1] ?? '');
+  const dir = join(base, `podvol-bench-${process.pid}-${pid}`);
+  try {
+    mkdirSync(dir);
+    if (v1 !== undefined) {
+      writeFileSync(join(dir, 'memory.limit_in_bytes'), String(LIMIT));
+      writeFileSync(join(dir, 'cgroup.procs'), String(pid));
+      return {
+        peak: () => Number(readFileSync(join(dir, 'memory.max_usage_in_bytes'), 'utf8')),
+        oomKilled: () => /oom_kill [1-9]/.test(readFileSync(join(dir, 'memory.oom_control'), 'utf8')),
+        remove: () => rmSync(dir, { recursive: false, force: true }),
+      };
+    }
+    writeFileSync(join(dir, 'memory.max'), String(LIMIT));
+    writeFileSync(join(dir, 'cgroup.procs'), String(pid));
+    return {
+      peak: () => Number(readFileSync(join(dir, 'memory.peak'), 'utf8')),
+      oomKilled: () => /oom_kill [1-9]/.test(readFileSync(join(dir, 'memory.events'), 'utf8')),
+      remove: () => rmSync(dir, { recursive: false, force: true }),
+    };
+  } catch (err) {
+    console.log(`# no memory cgroup (${(err as Error).message}); peak RSS only`);
+    return undefined;
+  }
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, ms = 600_000): Promise<T> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out: ${what}`);
+}
+
+async function run(label: string, pool: number | undefined) {
+  const base = mkdtempSync(join(tmpdir(), 'podvol-bench-1000-'));
+  const manifests = join(base, 'manifests');
+  mkdirSync(manifests);
+  writeFileSync(join(manifests, 'many.json'), manifest());
+  const port = await freePort();
+  const args = [
+    '--mount',
+    '--propagation',
+    'private',
+    '--',
+    process.execPath,
+    join(repo, 'bin/podvol.js'),
+    'run',
+    '--root-dir',
+    join(base, 'root'),
+    '--pod-manifest-path',
+    manifests,
+    '--node-name',
+    'bench',
+    '--listen',
+    `127.0.0.1:${port}`,
+    '--log-level',
+    'warn',
+    ...(pool ? ['--max-concurrent-operations', String(pool)] : []),
+  ];
+  const child = spawn('unshare', args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  // unshare execs node: the same pid.
+  const cg = USE_CGROUP ? cgroupFor(child.pid as number) : undefined;
+  let hwm = 0;
+  let exited: number | string | null = null;
+  child.on('exit', (code, signal) => {
+    exited = signal ?? code;
+  });
+  const sample = setInterval(() => {
+    try {
+      const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+      if (m) hwm = Math.max(hwm, Number(m[1]) * 1024);
+    } catch {}
+  }, 100);
+  const status = async () =>
+    (await fetch(`http://127.0.0.1:${port}/status`)).json() as Promise<{
+      pods: { volumes: { state: string }[] }[];
+    }>;
+  const t0 = performance.now();
+  let mountedMs = Number.NaN;
+  let tornDownMs = Number.NaN;
+  try {
+    await waitFor('all mounted', async () => {
+      if (exited !== null) throw new Error(`podvol exited (${exited})`);
+      const s = await status();
+      const vols = s.pods[0]?.volumes ?? [];
+      return vols.length === VOLUMES && vols.every((v) => v.state === 'mounted') ? true : undefined;
+    });
+    mountedMs = performance.now() - t0;
+    const healthT0 = performance.now();
+    await fetch(`http://127.0.0.1:${port}/healthz`);
+    const healthMs = performance.now() - healthT0;
+    rmSync(join(manifests, 'many.json'));
+    const t1 = performance.now();
+    await waitFor('all torn down', async () => {
+      if (exited !== null) throw new Error(`podvol exited (${exited})`);
+      const s = await status();
+      return s.pods.length === 0 ? true : undefined;
+    });
+    tornDownMs = performance.now() - t1;
+    return {
+      label,
+      mountedMs,
+      tornDownMs,
+      healthMs,
+      hwm,
+      peak: cg?.peak(),
+      oom: cg?.oomKilled() ?? false,
+      exited,
+    };
+  } catch (err) {
+    return {
+      label,
+      mountedMs,
+      tornDownMs,
+      healthMs: Number.NaN,
+      hwm,
+      peak: cg?.peak(),
+      oom: cg?.oomKilled() ?? false,
+      exited,
+      err: (err as Error).message,
+    };
+  } finally {
+    clearInterval(sample);
+    child.kill('SIGTERM');
+    await new Promise((r) => (exited === null ? child.once('exit', r) : r(null)));
+    cg?.remove();
+    // The daemon's mounts lived in its own mount namespace and are gone with it.
+    if (existsSync(base)) rmSync(base, { recursive: true, force: true });
+  }
+}
+
+const mib = (b: number | undefined) => (b === undefined ? '-' : `${(b / 1024 / 1024).toFixed(0)} MiB`);
+const results = [await run('pool (default)', undefined), await run('baseline: pool of 1000', 1000)];
+console.log(
+  `thousand-volumes bench: one pod with ${VOLUMES} downwardAPI volumes${USE_CGROUP ? `, each daemon in a ${mib(LIMIT)} memory cgroup` : ''}`,
+);
+for (const r of results) {
+  console.log(
+    `  ${r.label.padEnd(24)} peak RSS ${mib(r.hwm).padStart(8)}  cgroup peak ${mib(r.peak).padStart(8)}  OOM-killed ${r.oom ? 'YES' : 'no'}  all mounted ${(r.mountedMs / 1000).toFixed(1)} s  torn down ${(r.tornDownMs / 1000).toFixed(1)} s  /healthz ${r.healthMs.toFixed(0)} ms${'err' in r ? `  ERROR ${r.err}` : ''}`,
+  );
+}
+console.log(`  peak RSS ratio pool/baseline: ${(results[0].hwm / results[1].hwm).toFixed(2)}`);
