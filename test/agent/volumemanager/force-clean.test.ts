@@ -19,6 +19,7 @@ test('a volume that failed reconstruction is force-cleaned once sources are read
   t.after(() => rm(root, { recursive: true, force: true }));
   const orphan = join(root, 'pods/gone-1/volumes/example.com~retired/data');
   await mkdir(orphan, { recursive: true });
+  await mkdir(join(root, 'podvol/pods/gone-1'), { recursive: true }); // podvol made it (records.ts ownership)
   const mounter = new FakeMounter();
   const pluginMgr = new VolumePluginMgr();
   const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
