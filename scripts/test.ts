@@ -7,7 +7,7 @@
 // fails the run, and is removed (the mount namespace, and every mount in it,
 // is gone by then).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 
@@ -65,6 +65,8 @@ if (!canUnshare) {
   );
 }
 const runTmp = mkdtempSync(join(tmpdir(), 'podvol-tests-'));
+// Traversable (not listable) by other users: a test runs a non-root caller against a socket below it.
+chmodSync(runTmp, 0o711);
 const env = { ...process.env, PODVOL_MOUNTNS: canUnshare ? '1' : '0', TMPDIR: runTmp };
 const result = spawnSync(cmd, args, { stdio: 'inherit', env });
 const leftovers = readdirSync(runTmp);

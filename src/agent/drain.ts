@@ -7,13 +7,14 @@
 // when the mount table shows nothing mounted below them. Nothing outside the
 // pod directories and podvol's own bookkeeping is touched.
 import type { Dirent } from 'node:fs';
-import { readdir, rmdir } from 'node:fs/promises';
+import { readdir, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
 import { podDir, podsDir } from '../volumehost/paths.ts';
 import { openDirBeneath } from '../volumehost/safe-fs.ts';
+import { ROOT_MARK_DIR, ROOT_MARK_FILE } from './root-dir.ts';
 import type { VolumeStack } from './volume-stack.ts';
 import { VolumeManager } from './volumemanager/volume-manager.ts';
 
@@ -80,6 +81,22 @@ async function directoriesBelow(root: string, rel: string): Promise<string[]> {
   return out;
 }
 
+async function removeMarkBeneath(root: string): Promise<void> {
+  let dir: Awaited<ReturnType<typeof openDirBeneath>>;
+  try {
+    dir = await openDirBeneath(root, ROOT_MARK_DIR);
+  } catch {
+    return;
+  }
+  try {
+    await unlink(dir.child(ROOT_MARK_FILE));
+  } catch {
+    // Gone already, or not a file podvol can remove: it stays.
+  } finally {
+    await dir.close();
+  }
+}
+
 async function removeEmptyDirBeneath(root: string, rel: string): Promise<void> {
   const parts = rel.split('/');
   let dir: Awaited<ReturnType<typeof openDirBeneath>>;
@@ -112,6 +129,8 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
     // No pod is desired and every source has synced: everything found is torn down.
     pods: () => [],
     sourcesReady: () => true,
+    // Tearing everything down is the point of a drain: no settle guard (that guards a daemon's first sync).
+    settlePeriodMs: 0,
     housekeepingPeriodMs: 200,
     // CSI volumes staged for pods that are all gone: NodeUnstageVolume through their driver.
     housekeeping: async () => {
@@ -189,6 +208,8 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
       ...(await directoriesBelow(rootDir, 'plugins')).reverse(),
       'plugins',
     ];
+    // Nothing of a pod is left, so the root directory's mark goes too: an empty root needs no adopting.
+    await removeMarkBeneath(rootDir);
     for (const rel of own) await removeEmptyDirBeneath(rootDir, rel);
     for (const mp of await mountsBelow(stack.mounter, rootDir)) {
       report.leftovers.push({

@@ -71,7 +71,11 @@ async function csiCluster(t: TestContext, o: Options = {}) {
   });
   t.after(() => registrar.stop());
   const start = async () => {
-    const p = await startPodvol({ rootDir: root, extra: ['--kubeconfig', kubeconfig] });
+    // No settle guard: the kill -9 scenario restarts with every pod gone on purpose.
+    const p = await startPodvol({
+      rootDir: root,
+      extra: ['--kubeconfig', kubeconfig, '--teardown-settle-period', '0s'],
+    });
     t.after(() => p.stop());
     return p;
   };

@@ -35,7 +35,8 @@ export class SettleGuard {
    * `toUnmount` what the reconciler would tear down now.
    */
   allow(all: readonly MountedVolume[], toUnmount: readonly MountedVolume[]): boolean {
-    if (!this.#armed) return true;
+    // A settle period of 0 disables the guard (drain, or an operator's explicit choice).
+    if (!this.#armed || this.#settleMs <= 0) return true;
     const adopted = all.filter((v) => v.reconstructed).length;
     const toTearDown = toUnmount.filter((v) => v.reconstructed).length;
     const most = adopted > 0 && toTearDown * 2 > adopted;
