@@ -9,7 +9,6 @@ import {
   type ProjectedPaths,
   QUANTITY_MSG,
   q,
-  VolumeReason,
 } from './util/field-errors.ts';
 import { formatQuantity, parseQuantity } from './util/quantity.ts';
 
@@ -52,14 +51,11 @@ export function checkDownwardItems(items: unknown, field: string, add: Add, path
     const hasResource = isObj(item.resourceFieldRef);
     if (hasField && hasResource) {
       add(
-        VolumeReason.InvalidField,
+        'InvalidField',
         `${f}: Invalid value: fieldRef and resourceFieldRef can not be specified simultaneously`,
       );
     } else if (!hasField && !hasResource) {
-      add(
-        VolumeReason.InvalidField,
-        `${f}: Required value: one of fieldRef and resourceFieldRef must be specified`,
-      );
+      add('InvalidField', `${f}: Required value: one of fieldRef and resourceFieldRef must be specified`);
     }
     if (isObj(item.fieldRef)) checkFieldRef(item.fieldRef, `${f}.fieldRef`, add);
     if (isObj(item.resourceFieldRef))
@@ -70,18 +66,18 @@ export function checkDownwardItems(items: unknown, field: string, add: Add, path
 function checkFieldRef(ref: Obj, field: string, add: Add): void {
   if (ref.apiVersion !== undefined && ref.apiVersion !== 'v1') {
     add(
-      VolumeReason.InvalidField,
+      'InvalidField',
       `${field}.apiVersion: Unsupported value: ${q(ref.apiVersion)}: supported values: "v1"`,
     );
   }
   const p = ref.fieldPath;
   if (typeof p !== 'string' || p === '') {
-    add(VolumeReason.InvalidField, `${field}.fieldPath: Required value`);
+    add('InvalidField', `${field}.fieldPath: Required value`);
     return;
   }
   if (DOWNWARD_FIELD_PATHS.includes(p) || SUBSCRIPTED_FIELD_PATH.test(p)) return;
   add(
-    VolumeReason.InvalidField,
+    'InvalidField',
     `${field}.fieldPath: Unsupported value: ${q(p)}: unsupported fieldPath for a downwardAPI volume; supported values: ${DOWNWARD_FIELD_PATHS.map(q).join(', ')} and metadata.labels['<key>'], metadata.annotations['<key>']`,
   );
 }
@@ -90,26 +86,26 @@ function checkFieldRef(ref: Obj, field: string, add: Add): void {
 function checkResourceFieldRef(ref: Obj, field: string, add: Add): void {
   const r = typeof ref.resource === 'string' ? ref.resource : '';
   if (typeof ref.containerName !== 'string' || ref.containerName === '') {
-    add(VolumeReason.InvalidField, `${field}.containerName: Required value`);
+    add('InvalidField', `${field}.containerName: Required value`);
   } else if (r === '') {
-    add(VolumeReason.InvalidField, `${field}.resource: Required value`);
+    add('InvalidField', `${field}.resource: Required value`);
   } else if (!RESOURCE_NAMES.includes(r) && !/^(limits|requests)\.hugepages-/.test(r)) {
     add(
-      VolumeReason.InvalidField,
+      'InvalidField',
       `${field}.resource: Unsupported value: ${q(r)}: supported values: ${RESOURCE_NAMES.map(q).join(', ')}`,
     );
   }
   if (ref.divisor === undefined || ref.divisor === null) return;
   const d = canonical(ref.divisor);
   if (d === undefined) {
-    add(VolumeReason.InvalidField, `${field}.divisor: Invalid value: ${q(ref.divisor)}: ${QUANTITY_MSG}`);
+    add('InvalidField', `${field}.divisor: Invalid value: ${q(ref.divisor)}: ${QUANTITY_MSG}`);
     return;
   }
   // A zero divisor is an unset one: client-go's typed structs always send "0".
   if (d === '0') return;
   const wrong = (what: string, values: string) =>
     add(
-      VolumeReason.InvalidField,
+      'InvalidField',
       `${field}.divisor: Invalid value: ${q(r)}: only divisor's values ${values} are supported with the ${what}`,
     );
   const bytes = '1, 1k, 1M, 1G, 1T, 1P, 1E, 1Ki, 1Mi, 1Gi, 1Ti, 1Pi, 1Ei';
@@ -125,6 +121,6 @@ function checkResourceFieldRef(ref: Obj, field: string, add: Add): void {
 
 export function validateDownwardAPISource(src: Obj, field: string, add: Add): void {
   const me = modeError(src.defaultMode, `${field}.defaultMode`);
-  if (me) add(VolumeReason.InvalidMode, me);
+  if (me) add('InvalidMode', me);
   checkDownwardItems(src.items, `${field}.items`, add);
 }

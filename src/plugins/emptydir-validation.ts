@@ -1,7 +1,7 @@
 // emptyDir's validation, as the API server's: only a negative sizeLimit is
 // refused. The medium is not validated there; an unknown one fails SetUp with
 // kubelet's "unknown storage medium" (emptydir.ts).
-import { type Add, type Obj, QUANTITY_MSG, q, VolumeReason } from './util/field-errors.ts';
+import { type Add, type Obj, QUANTITY_MSG, q } from './util/field-errors.ts';
 import { parseQuantity, QuantityError } from './util/quantity.ts';
 
 /** The sign of a sizeLimit, by the same exact parser the plugin sizes with; undefined when it is not a quantity. */
@@ -22,9 +22,8 @@ export function validateEmptyDirSource(src: Obj, field: string, add: Add): void 
   const f = `${field}.sizeLimit`;
   const sign = sizeLimitSign(limit);
   if (sign === undefined) {
-    add(VolumeReason.InvalidSizeLimit, `${f}: Invalid value: ${q(limit)}: ${QUANTITY_MSG}`);
+    add('InvalidSizeLimit', `${f}: Invalid value: ${q(limit)}: ${QUANTITY_MSG}`);
     return;
   }
-  if (sign < 0)
-    add(VolumeReason.InvalidSizeLimit, `${f}: Forbidden: SizeLimit field must be a valid resource quantity`);
+  if (sign < 0) add('InvalidSizeLimit', `${f}: Forbidden: SizeLimit field must be a valid resource quantity`);
 }

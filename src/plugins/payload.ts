@@ -1,25 +1,23 @@
 // kubelet's configmap.MakePayload and secret.MakePayload, and the rules
 // about optional objects, shared by the configMap, secret and projected plugins.
 import type { V1ConfigMap, V1KeyToPath, V1Secret } from '@kubernetes/client-node';
+import type { VolumeReason } from '../reasons.ts';
+import { ApiError } from '../volumehost/errors.ts';
 import { VolumeError } from './types.ts';
 import type { FileProjection } from './util/atomic-writer.ts';
 
-/** True for a 404 from the API or a manager's "<kind> "<name>" not found". */
+/** True for the host's NotFound (the object does not exist). */
 export function isNotFound(err: unknown): boolean {
-  if (!err || typeof err !== 'object') return false;
-  const e = err as { code?: unknown; statusCode?: unknown; reason?: unknown; message?: unknown };
-  if (e.code === 404 || e.statusCode === 404 || e.reason === 'NotFound') return true;
-  return typeof e.message === 'string' && /^[a-z]+ "[^"]*" not found$/.test(e.message);
+  return err instanceof ApiError && err.reason === 'NotFound';
 }
 
 /** The reason /status shows for an error fetching an object. */
-export function fetchErrorReason(kind: 'Secret' | 'ConfigMap', err: unknown): string {
-  if (isNotFound(err)) return `${kind}NotFound`;
-  const msg = err instanceof Error ? err.message : String(err);
-  if (/standalone mode/.test(msg)) return 'StandaloneMode';
-  if (/forbidden/i.test(msg)) return 'Forbidden';
-  if (/not registered/.test(msg)) return 'ObjectNotRegistered';
-  return `${kind}FetchFailed`;
+export function fetchErrorReason(kind: 'Secret' | 'ConfigMap', err: unknown): VolumeReason {
+  const reason = err instanceof ApiError ? err.reason : undefined;
+  if (reason === 'NotFound') return kind === 'Secret' ? 'SecretNotFound' : 'ConfigMapNotFound';
+  if (reason === 'StandaloneMode' || reason === 'Forbidden') return reason;
+  if (reason === 'NotRegistered') return 'ObjectNotRegistered';
+  return kind === 'Secret' ? 'SecretFetchFailed' : 'ConfigMapFetchFailed';
 }
 
 export function fetchError(kind: 'Secret' | 'ConfigMap', err: unknown): VolumeError {

@@ -11,7 +11,6 @@ import {
   ProjectedPaths,
   payloadPathErrors,
   q,
-  VolumeReason,
 } from './util/field-errors.ts';
 
 const MIN_TOKEN_EXPIRATION_SECONDS = 600;
@@ -28,31 +27,31 @@ const PROJECTION_FIELDS = [
 
 export function validateProjectedSource(src: Obj, field: string, add: Add): void {
   const me = modeError(src.defaultMode, `${field}.defaultMode`);
-  if (me) add(VolumeReason.InvalidMode, me);
+  if (me) add('InvalidMode', me);
   const sources = src.sources ?? [];
   if (!Array.isArray(sources)) {
-    add(VolumeReason.InvalidField, `${field}.sources: Invalid value: must be a list`);
+    add('InvalidField', `${field}.sources: Invalid value: must be a list`);
     return;
   }
   const paths = new ProjectedPaths(field);
   sources.forEach((s, i) => {
     const f = `${field}.sources[${i}]`;
     if (!isObj(s)) {
-      add(VolumeReason.InvalidField, `${f}: Invalid value: must be an object`);
+      add('InvalidField', `${f}: Invalid value: must be an object`);
       return;
     }
     const set = Object.keys(s).filter((k) => s[k] !== null && s[k] !== undefined);
     const unknown = set.filter((k) => !PROJECTION_FIELDS.includes(k));
     if (unknown.length > 0) {
       add(
-        VolumeReason.UnknownVolumeSource,
+        'UnknownVolumeSource',
         `${f}: Invalid value: unknown projection field(s) ${unknown.map(q).join(', ')}`,
       );
       return;
     }
     if (set.length !== 1) {
       add(
-        VolumeReason.UnknownVolumeSource,
+        'UnknownVolumeSource',
         set.length === 0
           ? `${f}: Required value: must specify exactly one projection type`
           : `${f}: Forbidden: may not specify more than 1 projection type (found ${set.map(q).join(', ')})`,
@@ -63,14 +62,13 @@ export function validateProjectedSource(src: Obj, field: string, add: Add): void
     const p = s[kind];
     const pf = `${f}.${kind}`;
     if (!isObj(p)) {
-      add(VolumeReason.InvalidField, `${pf}: Invalid value: must be an object`);
+      add('InvalidField', `${pf}: Invalid value: must be an object`);
       return;
     }
     if (kind === 'secret' || kind === 'configMap') checkKeyToPaths(p.items, `${pf}.items`, add, paths);
     if (kind === 'downwardAPI') checkDownwardItems(p.items, `${pf}.items`, add, paths);
     if (kind === 'serviceAccountToken' || kind === 'clusterTrustBundle') {
-      for (const e of payloadPathErrors(p.path, `${pf}.path`))
-        add(VolumeReason.InvalidPath, e.message, e.nodeOnly);
+      for (const e of payloadPathErrors(p.path, `${pf}.path`)) add('InvalidPath', e.message, e.nodeOnly);
       // Upstream checks a token path against no other path (validateProjectionSources).
       if (kind === 'clusterTrustBundle') notePath(p.path, pf, add, paths);
     }
@@ -78,15 +76,12 @@ export function validateProjectedSource(src: Obj, field: string, add: Add): void
       const e = p.expirationSeconds;
       const ef = `${pf}.expirationSeconds`;
       if (typeof e !== 'number' || !Number.isInteger(e)) {
-        add(VolumeReason.InvalidField, `${ef}: Invalid value: ${q(e)}: must be an integer number of seconds`);
+        add('InvalidField', `${ef}: Invalid value: ${q(e)}: must be an integer number of seconds`);
       } else if (e < MIN_TOKEN_EXPIRATION_SECONDS) {
-        add(
-          VolumeReason.InvalidField,
-          `${ef}: Invalid value: ${e}: may not specify a duration less than 10 minutes`,
-        );
+        add('InvalidField', `${ef}: Invalid value: ${e}: may not specify a duration less than 10 minutes`);
       } else if (e > MAX_TOKEN_EXPIRATION_SECONDS) {
         add(
-          VolumeReason.InvalidField,
+          'InvalidField',
           `${ef}: Invalid value: ${e}: may not specify a duration larger than 2^32 seconds`,
         );
       }

@@ -2,6 +2,7 @@
 // and clusterTrustBundle sources merged into one tmpfs-backed volume. Errors
 // of all sources are collected; any one fails the SetUp, as in kubelet.
 import type { V1Pod, V1ProjectedVolumeSource } from '@kubernetes/client-node';
+import { ApiError } from '../volumehost/errors.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { withHostIP } from './downwardapi.ts';
 import { configMapPayload, fetchError, fetchOptional, secretPayload } from './payload.ts';
@@ -84,11 +85,13 @@ export async function collectProjectedData(
           })
           .catch((err: unknown) => {
             const msg = err instanceof Error ? err.message : String(err);
-            const reason = /forbidden/i.test(msg)
-              ? 'TokenRequestForbidden'
-              : /standalone/.test(msg)
-                ? 'StandaloneMode'
-                : 'TokenRequestFailed';
+            const apiReason = err instanceof ApiError ? err.reason : undefined;
+            const reason =
+              apiReason === 'Forbidden'
+                ? 'TokenRequestForbidden'
+                : apiReason === 'StandaloneMode'
+                  ? 'StandaloneMode'
+                  : 'TokenRequestFailed';
             throw new VolumeError(reason, msg, { cause: err });
           });
         payload.set(tp.path, { data: tr.status?.token ?? '', mode: privateMode, fsUser: args.fsUser });

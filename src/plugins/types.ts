@@ -2,6 +2,7 @@
 // a reader who knows kubelet finds their way. Device-mountable and attachable
 // plugins (CSI) extend VolumePlugin with the optional interfaces at the bottom.
 import type { V1PersistentVolume, V1Pod, V1Volume } from '@kubernetes/client-node';
+import { isVolumeReason, type VolumeReason } from '../reasons.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 
 /** kubelet's volume.Spec: an inline pod volume or a persistent volume. */
@@ -70,21 +71,22 @@ export interface AttachableVolumePlugin extends DeviceMountableVolumePlugin {
   canAttach(spec: Spec): boolean;
 }
 
-/**
- * An error that knows its reason, a stable CamelCase word shown in /status and
- * metrics (never a per-pod label). `final` false means "retry may help".
- */
+/** An error that knows its reason, one of the catalogue in src/reasons.ts. */
 export class VolumeError extends Error {
-  readonly reason: string;
-  constructor(reason: string, message: string, options?: { cause?: unknown }) {
+  readonly reason: VolumeReason;
+  constructor(reason: VolumeReason, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'VolumeError';
     this.reason = reason;
   }
 }
 
-export function reasonOf(err: unknown, fallback: string): string {
+/**
+ * The reason of a VolumeError or of any error carrying a catalogue reason (the safe
+ * filesystem's UnsafePathError); anything else gets `fallback` (its message still says what happened).
+ */
+export function reasonOf(err: unknown, fallback: VolumeReason): VolumeReason {
   if (err instanceof VolumeError) return err.reason;
-  if (err && typeof err === 'object' && 'reason' in err && typeof err.reason === 'string') return err.reason;
-  return fallback;
+  const reason = (err as { reason?: unknown } | null)?.reason;
+  return isVolumeReason(reason) ? reason : fallback;
 }

@@ -22,11 +22,10 @@ import {
   type Obj,
   q,
   type VolumeProblem,
-  VolumeReason,
 } from './util/field-errors.ts';
 import { validateDNS1123Label } from './util/names.ts';
 
-export { type VolumeProblem, VolumeReason } from './util/field-errors.ts';
+export type { VolumeProblem } from './util/field-errors.ts';
 
 /** The keys of a v1 VolumeSource (k8s.io/api/core/v1 types.go, release-1.36). */
 export const VOLUME_SOURCE_FIELDS: readonly string[] = [
@@ -64,7 +63,7 @@ export const VOLUME_SOURCE_FIELDS: readonly string[] = [
 
 function checkSource(kind: string, src: unknown, field: string, add: Add): void {
   if (!isObj(src)) {
-    add(VolumeReason.InvalidField, `${field}: Invalid value: must be an object`);
+    add('InvalidField', `${field}: Invalid value: must be an object`);
     return;
   }
   switch (kind) {
@@ -171,45 +170,45 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
   const volumes = spec.volumes ?? [];
   const names = new Set<string>();
   if (!Array.isArray(volumes)) {
-    addTo('spec.volumes')(VolumeReason.InvalidField, 'spec.volumes: Invalid value: must be a list');
+    addTo('spec.volumes')('InvalidField', 'spec.volumes: Invalid value: must be a list');
   } else {
     volumes.forEach((v, i) => {
       const field = `spec.volumes[${i}]`;
       if (!isObj(v)) {
-        addTo(field)(VolumeReason.InvalidField, `${field}: Invalid value: must be an object`);
+        addTo(field)('InvalidField', `${field}: Invalid value: must be an object`);
         return;
       }
       if (typeof v.name !== 'string' || v.name === '') {
-        addTo(field)(VolumeReason.InvalidVolumeName, `${field}.name: Required value`);
+        addTo(field)('InvalidVolumeName', `${field}.name: Required value`);
         return;
       }
       const name = v.name;
       const add = addTo(name);
       if (names.has(name)) {
-        add(VolumeReason.DuplicateVolumeName, `${field}.name: Duplicate value: ${q(name)}`);
+        add('DuplicateVolumeName', `${field}.name: Duplicate value: ${q(name)}`);
         return;
       }
       names.add(name);
       for (const e of validateDNS1123Label(name))
-        add(VolumeReason.InvalidVolumeName, `${field}.name: Invalid value: ${q(name)}: ${e}`);
+        add('InvalidVolumeName', `${field}.name: Invalid value: ${q(name)}: ${e}`);
 
       const set = Object.keys(v).filter((k) => k !== 'name' && v[k] !== null && v[k] !== undefined);
       const unknown = set.filter((k) => !VOLUME_SOURCE_FIELDS.includes(k));
       const known = set.filter((k) => VOLUME_SOURCE_FIELDS.includes(k));
       if (unknown.length > 0) {
         add(
-          VolumeReason.UnknownVolumeSource,
+          'UnknownVolumeSource',
           `${field}: Invalid value: unknown volume source field(s) ${unknown.map(q).join(', ')}`,
         );
         return;
       }
       if (known.length === 0) {
-        add(VolumeReason.UnknownVolumeSource, `${field}: Required value: must specify a volume type`);
+        add('UnknownVolumeSource', `${field}: Required value: must specify a volume type`);
         return;
       }
       if (known.length > 1) {
         add(
-          VolumeReason.UnknownVolumeSource,
+          'UnknownVolumeSource',
           `${field}: Forbidden: may not specify more than 1 volume type (found ${known.map(q).join(', ')})`,
         );
         return;
@@ -218,7 +217,7 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
       // (GitRepoVolumeDriver gate; CVE-2024-10220, CVE-2025-1767).
       if (known[0] === 'gitRepo') {
         add(
-          VolumeReason.UnknownVolumeSource,
+          'UnknownVolumeSource',
           `${field}.gitRepo: Unsupported value: the gitRepo volume type is disabled; clone into an emptyDir from an init container instead`,
           true,
         );
@@ -231,16 +230,16 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
   forEachVolumeRef(pod, (ref, field, kind) => {
     const name = ref.name;
     if (typeof name !== 'string' || name === '') {
-      addTo(field)(VolumeReason.VolumeNotFound, `${field}.name: Required value`);
+      addTo(field)('VolumeNotFound', `${field}.name: Required value`);
       return;
     }
     if (!names.has(name)) {
-      addTo(name)(VolumeReason.VolumeNotFound, `${field}.name: Not found: ${q(name)}`);
+      addTo(name)('VolumeNotFound', `${field}.name: Not found: ${q(name)}`);
       return;
     }
     if (kind === 'volumeMounts') {
       for (const e of descendingPathErrors(ref.subPath, `${field}.subPath`, true))
-        addTo(name)(VolumeReason.InvalidPath, e.message, e.nodeOnly);
+        addTo(name)('InvalidPath', e.message, e.nodeOnly);
     }
   });
   return problems;

@@ -15,7 +15,7 @@ import {
   VolumeError,
   type VolumePlugin,
 } from './types.ts';
-import { type FileProjection, writeAtomically } from './util/atomic-writer.ts';
+import { AtomicWriteError, type FileProjection, writeAtomically } from './util/atomic-writer.ts';
 import { setVolumeOwnership } from './volume-ownership.ts';
 
 export type WrapperMedium = '' | 'Memory';
@@ -79,10 +79,8 @@ export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
     if (!wasSetUp)
       await tearDownWrapped(s.host, s.volumeName, s.medium, s.pod.metadata?.uid ?? '', s.dir).catch(() => {});
     if (err instanceof VolumeError || err instanceof UnsafePathError) throw err;
-    const msg = (err as Error).message;
-    throw new VolumeError(/invalid|must not|path/i.test(msg) ? 'InvalidPath' : 'WriteFailed', msg, {
-      cause: err,
-    });
+    const invalid = err instanceof AtomicWriteError && err.invalidPayload;
+    throw new VolumeError(invalid ? 'InvalidPath' : 'WriteFailed', (err as Error).message, { cause: err });
   }
 }
 

@@ -8,7 +8,10 @@ import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import type { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import type { Spec } from '../plugins/types.ts';
+import { ApiError } from './errors.ts';
 import { createExec } from './exec.ts';
+import { createStandaloneTokenManager } from './kube/token-manager.ts';
+import { createStandaloneTrustBundleManager } from './kube/trust-bundles.ts';
 import * as paths from './paths.ts';
 import type { CSIDriverLister, EventRecorder, Exec, VolumeHost } from './types.ts';
 
@@ -88,7 +91,8 @@ export function standaloneHostIP(): string | undefined {
   return (v4 ?? addrs.find((a) => a.family === 'IPv6' && !a.address.startsWith('fe80')))?.address;
 }
 
-const fail = (): Promise<never> => Promise.reject(new Error(standaloneError));
+// kubelet's GetSecretFunc/GetConfigMapFunc without a manager.
+const fail = (): Promise<never> => Promise.reject(new ApiError('StandaloneMode', standaloneError));
 
 export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
   const { rootDir, cluster = {} } = opts;
@@ -102,6 +106,8 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
     },
   };
   let standaloneAllocatable: Record<string, string> | undefined;
+  const standaloneTokens = createStandaloneTokenManager();
+  const standaloneBundles = createStandaloneTrustBundleManager();
   const renamed = (volumeName: string, spec: Spec): Spec =>
     spec.volume ? { ...spec, volume: { ...spec.volume, name: `wrapped_${volumeName}` } } : spec;
 
@@ -128,14 +134,19 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
     getNodeLabels: () => cluster.node?.()?.labels ?? { 'kubernetes.io/hostname': opts.nodeName },
     getSecretFunc: () => cluster.getSecret ?? fail,
     getConfigMapFunc: () => cluster.getConfigMap ?? fail,
-    getServiceAccountTokenFunc: () => cluster.getServiceAccountToken ?? fail,
+    // kubelet always asks its token and trust bundle managers; without an API server
+    // those are the standalone managers, with their own wording.
+    getServiceAccountTokenFunc: () =>
+      cluster.getServiceAccountToken ?? standaloneTokens.getServiceAccountToken.bind(standaloneTokens),
     deleteServiceAccountTokenFunc: () => cluster.deleteServiceAccountToken ?? (() => {}),
     getTrustAnchorsByName: (name, allowMissing) =>
-      cluster.getTrustAnchorsByName ? cluster.getTrustAnchorsByName(name, allowMissing) : fail(),
+      (cluster.getTrustAnchorsByName ?? standaloneBundles.getTrustAnchorsByName)(name, allowMissing),
     getTrustAnchorsBySigner: (signer, selector, allowMissing) =>
-      cluster.getTrustAnchorsBySigner
-        ? cluster.getTrustAnchorsBySigner(signer, selector, allowMissing)
-        : fail(),
+      (cluster.getTrustAnchorsBySigner ?? standaloneBundles.getTrustAnchorsBySigner)(
+        signer,
+        selector,
+        allowMissing,
+      ),
     getEventRecorder: () => cluster.eventRecorder ?? logRecorder,
     csiDriverLister: () => cluster.csiDrivers,
     csiDriversSynced: () => cluster.csiDrivers?.hasSynced() ?? false,

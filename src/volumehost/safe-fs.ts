@@ -30,6 +30,7 @@ import {
 } from 'node:fs/promises';
 import { isAbsolute, resolve, sep } from 'node:path';
 import type * as mount from '../mount/types.ts';
+import type { VolumeReason } from '../reasons.ts';
 
 // libuv adds O_CLOEXEC to every open(2) itself.
 const { O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC, O_DIRECTORY, O_NOFOLLOW } = constants;
@@ -46,7 +47,7 @@ export type UnsafeKind = 'symlink' | 'mount' | 'notDirectory' | 'badPath';
 
 /** Something below the root was a symlink, a mount point, not a directory, or the path escapes. */
 export class UnsafePathError extends Error {
-  readonly reason = 'UnsafePath';
+  readonly reason = 'UnsafePath' satisfies VolumeReason;
   readonly kind: UnsafeKind;
   /** The path as the caller named it (never a /proc/self/fd path). */
   readonly path: string;

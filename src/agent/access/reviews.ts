@@ -13,7 +13,7 @@ import {
   type RequestContext,
   type ResponseContext,
 } from '@kubernetes/client-node';
-import { describeKubeError } from '../../volumehost/kube/token-manager.ts';
+import { describeKubeError } from '../../volumehost/kube/api-errors.ts';
 import type { RequestAttributes, UserInfo } from './attributes.ts';
 
 /** kubelet's TokenAccessReviewTimeout and the webhook authorizer's timeout. */

@@ -6,9 +6,11 @@
 // file on the node to make podvol fetch, with its own credentials, an object
 // no pod of this node was given: podvol refuses the pod, reason
 // StaticPodAPIReference, with the words the API server would use.
-import type { V1Container, V1Pod, V1Volume } from '@kubernetes/client-node';
 
-export const STATIC_POD_API_REFERENCE = 'StaticPodAPIReference';
+import type { V1Container, V1Pod, V1Volume } from '@kubernetes/client-node';
+import type { SourceReason } from '../../reasons.ts';
+
+export const STATIC_POD_API_REFERENCE = 'StaticPodAPIReference' satisfies SourceReason;
 
 type Visit = (name: string, where: string) => void;
 

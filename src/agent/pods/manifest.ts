@@ -8,6 +8,7 @@ import { parseAllDocuments } from 'yaml';
 import { isObj, type Obj, q } from '../../plugins/util/field-errors.ts';
 import { validateDNS1123Label, validateDNS1123Subdomain } from '../../plugins/util/names.ts';
 import { validatePodVolumes } from '../../plugins/validation.ts';
+import type { SourceReason } from '../../reasons.ts';
 import { canonicalJSON } from '../volumemanager/reconciler.ts';
 import { defaultPod } from './defaults.ts';
 import type { SourceError } from './types.ts';
@@ -231,7 +232,7 @@ export function parseManifestFile(text: string, file: string, nodeName: string):
   const uids = new Set<string>();
   const names = new Set<string>();
   for (const doc of splitDocuments(text, file)) {
-    const err = (reason: string, message: string, ns?: string, name?: string): void => {
+    const err = (reason: SourceReason, message: string, ns?: string, name?: string): void => {
       errors.push({
         source: 'file',
         file,

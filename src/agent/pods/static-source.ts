@@ -15,6 +15,7 @@ import { open, readdir, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../../logger.ts';
+import type { SourceReason } from '../../reasons.ts';
 import { MAX_MANIFEST_BYTES, type ParsedManifest, parseManifestFile } from './manifest.ts';
 import type { PodSource, SourceError } from './types.ts';
 
@@ -30,7 +31,7 @@ export interface StaticPodSourceOptions {
   /** Wall clock in ms since the epoch (tests move it). */
   now?: () => number;
   /** Refuses a pod that is valid but may not run here: the SourceError's reason and message. */
-  refuse?: (pod: V1Pod) => { reason: string; message: string } | undefined;
+  refuse?: (pod: V1Pod) => { reason: SourceReason; message: string } | undefined;
 }
 
 /** Whether a directory entry is skipped rather than read as a manifest. */
@@ -206,7 +207,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
 
   async function readManifest(name: string): Promise<ParsedManifest | 'skip'> {
     const path = join(base, name);
-    const fail = (reason: string, message: string): ParsedManifest => ({
+    const fail = (reason: SourceReason, message: string): ParsedManifest => ({
       pods: [],
       errors: [{ source: 'file', file: path, reason, message }],
     });

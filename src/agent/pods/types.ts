@@ -2,6 +2,7 @@
 // server) and the volume manager that acts on them. Kept small on purpose:
 // every source implements exactly this and nothing else leaks out.
 import type { V1Pod } from '@kubernetes/client-node';
+import type { SourceReason } from '../../reasons.ts';
 
 /** One input that could not be turned into a pod, e.g. an invalid manifest document. */
 export interface SourceError {
@@ -13,8 +14,7 @@ export interface SourceError {
   document?: number;
   namespace?: string;
   name?: string;
-  /** Stable CamelCase reason, e.g. ParseError, NotAPod, InvalidPod, DuplicateUID. */
-  reason: string;
+  reason: SourceReason;
   message: string;
 }
 

@@ -4,8 +4,11 @@
 // is <pod>-<volume>) becomes the bound PersistentVolume's spec, or a precise
 // reason why not. Claims and volumes come from per-object watches; `synced`
 // false means the first list has not come back yet.
+
 import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from '@kubernetes/client-node';
 import { type Spec, VolumeError } from '../../plugins/types.ts';
+import type { VolumeReason } from '../../reasons.ts';
+import { standaloneError } from '../../volumehost/host.ts';
 
 export interface Peek<T> {
   synced: boolean;
@@ -43,10 +46,10 @@ function usedAsDevice(pod: V1Pod, name: string): boolean {
 export function resolveClaimVolume(pod: V1Pod, volume: V1Volume, lookup: ClaimLookup | undefined): Spec {
   const ns = pod.metadata?.namespace ?? 'default';
   const claimName = claimNameOf(pod, volume) ?? '';
-  const fail = (reason: string, message: string): never => {
+  const fail = (reason: VolumeReason, message: string): never => {
     throw new VolumeError(reason, `error processing PVC ${ns}/${claimName}: ${message}`);
   };
-  if (!lookup) return fail('StandaloneMode', 'not supported due to running podvol in standalone mode');
+  if (!lookup) return fail('StandaloneMode', standaloneError);
   const c = lookup.claim(ns, claimName);
   if (!c.synced) {
     return fail(

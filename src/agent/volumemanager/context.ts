@@ -5,6 +5,7 @@
 import type { Logger } from '../../logger.ts';
 import type * as mount from '../../mount/types.ts';
 import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
+import type { VolumeReason } from '../../reasons.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import type { ActualStateOfWorld } from './actual-state.ts';
 import type { DesiredStateOfWorld } from './desired-state.ts';
@@ -13,7 +14,7 @@ import type { Terminating } from './status.ts';
 
 export interface VolumeManagerMetrics {
   operation(plugin: string, operation: 'volume_mount' | 'volume_unmount', ok: boolean, seconds: number): void;
-  operationError(operation: string, reason: string): void;
+  operationError(operation: string, reason: VolumeReason): void;
   reconcile(seconds: number): void;
   reconstructed(ok: boolean): void;
   /** A volume that failed reconstruction was force-cleaned (ok) or could not be. */

@@ -4,14 +4,9 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
 import { reasonOf, type Spec, specName } from '../../plugins/types.ts';
-import { usedVolumeNames, validatePodVolumes } from '../../plugins/validation.ts';
+import { usedVolumeNames, type VolumeProblem, validatePodVolumes } from '../../plugins/validation.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import { type ClaimLookup, claimNameOf, resolveClaimVolume } from './claims.ts';
-
-export interface Problem {
-  reason: string;
-  message: string;
-}
 
 export interface VolumeToMount {
   key: string;
@@ -26,7 +21,7 @@ export interface VolumeToMount {
   spec?: Spec;
   path?: string;
   requiresRemount: boolean;
-  problem?: Problem;
+  problem?: VolumeProblem;
   /** When this volume of this pod was first desired (ms since the epoch): its age in `podvol status`. */
   since: number;
   /** Set on volumes whose problem may clear when a claim or volume object changes. */

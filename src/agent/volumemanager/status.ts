@@ -2,6 +2,7 @@
 // when it is not ready, the reason. Built from the desired and actual states
 // and the operation executor; never holds secret data.
 import { reasonOf, type Spec } from '../../plugins/types.ts';
+import type { VolumeReason } from '../../reasons.ts';
 import type { ActualStateOfWorld, MountedVolume } from './actual-state.ts';
 import type { DesiredStateOfWorld, VolumeToMount } from './desired-state.ts';
 import type { OperationExecutor } from './operation-executor.ts';
@@ -14,7 +15,8 @@ export interface VolumeStatus {
   plugin: string;
   state: VolumeState;
   path: string;
-  reason: string;
+  /** A VolumeReason, or '' while nothing is wrong. */
+  reason: VolumeReason | '';
   message: string;
   attempts: number;
   /** RFC 3339 time the volume was first desired (or, while unmounting, found): what AGE counts from. */

@@ -100,10 +100,13 @@ function errno(err: unknown): string | undefined {
 }
 
 export class AtomicWriteError extends Error {
-  constructor(context: string, step: string, cause?: unknown) {
+  /** The payload itself was refused (a bad path), as opposed to a failure writing it. */
+  readonly invalidPayload: boolean;
+  constructor(context: string, step: string, cause?: unknown, invalidPayload = false) {
     const detail = cause === undefined ? '' : `: ${(cause as Error)?.message ?? String(cause)}`;
     super(`${context ? `${context}: ` : ''}${step}${detail}`, { cause });
     this.name = 'AtomicWriteError';
+    this.invalidPayload = invalidPayload;
   }
 }
 
@@ -262,7 +265,7 @@ export async function writeAtomically(
   try {
     clean = validatePayload(payload);
   } catch (err) {
-    throw new AtomicWriteError(ctx, 'invalid payload', err);
+    throw new AtomicWriteError(ctx, 'invalid payload', err, true);
   }
 
   // (2) current timestamped dir

@@ -2,9 +2,10 @@
 // server's message format (k/k pkg/apis/core/validation), paths that must stay
 // inside the volume, file modes and the `items` lists of KeyToPath/downwardAPI.
 
+import type { VolumeReason } from '../../reasons.ts';
+
 export interface VolumeProblem {
-  /** Stable CamelCase reason shown in /status. */
-  reason: string;
+  reason: VolumeReason;
   message: string;
   /**
    * True when only the node refuses it (the API server admits such a pod:
@@ -13,20 +14,6 @@ export interface VolumeProblem {
    */
   nodeOnly?: true;
 }
-
-/** The reasons validatePodVolumes reports. */
-export const VolumeReason = {
-  InvalidVolumeName: 'InvalidVolumeName',
-  DuplicateVolumeName: 'DuplicateVolumeName',
-  UnknownVolumeSource: 'UnknownVolumeSource',
-  VolumeNotFound: 'VolumeNotFound',
-  InvalidPath: 'InvalidPath',
-  InvalidSizeLimit: 'InvalidSizeLimit',
-  InvalidMode: 'InvalidMode',
-  InvalidHostPathType: 'InvalidHostPathType',
-  /** Any other malformed field of a volume source (missing secretName, bad fieldRef, ...). */
-  InvalidField: 'InvalidField',
-} as const;
 
 export type Obj = Record<string, unknown>;
 
@@ -42,7 +29,7 @@ export const QUANTITY_MSG =
   "must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
 
 /** Records one problem of the volume being checked; `nodeOnly` when the API server would admit it. */
-export type Add = (reason: string, message: string, nodeOnly?: boolean) => void;
+export type Add = (reason: VolumeReason, message: string, nodeOnly?: boolean) => void;
 
 /** One field error, with whether only the node refuses it. */
 export interface FieldError {
@@ -108,28 +95,26 @@ export function checkItems(
 ): void {
   if (items === undefined || items === null) return;
   if (!Array.isArray(items)) {
-    add(VolumeReason.InvalidField, `${field}: Invalid value: must be a list`);
+    add('InvalidField', `${field}: Invalid value: must be a list`);
     return;
   }
   items.forEach((item, i) => {
     const f = `${field}[${i}]`;
     if (!isObj(item)) {
-      add(VolumeReason.InvalidField, `${f}: Invalid value: must be an object`);
+      add('InvalidField', `${f}: Invalid value: must be an object`);
       return;
     }
     more(item, f);
-    for (const e of payloadPathErrors(item.path, `${f}.path`))
-      add(VolumeReason.InvalidPath, e.message, e.nodeOnly);
+    for (const e of payloadPathErrors(item.path, `${f}.path`)) add('InvalidPath', e.message, e.nodeOnly);
     const me = modeError(item.mode, `${f}.mode`);
-    if (me) add(VolumeReason.InvalidMode, me);
+    if (me) add('InvalidMode', me);
     notePath(item.path, f, add, paths);
   });
 }
 
 export function checkKeyToPaths(items: unknown, field: string, add: Add, paths?: ProjectedPaths): void {
   checkItems(items, field, add, paths, (item, f) => {
-    if (typeof item.key !== 'string' || item.key === '')
-      add(VolumeReason.InvalidField, `${f}.key: Required value`);
+    if (typeof item.key !== 'string' || item.key === '') add('InvalidField', `${f}.key: Required value`);
   });
 }
 
@@ -146,11 +131,10 @@ export class ProjectedPaths extends Set<string> {
 export function notePath(path: unknown, _field: string, add: Add, paths?: ProjectedPaths): void {
   if (!paths || typeof path !== 'string' || path === '') return;
   if (paths.has(path))
-    add(VolumeReason.InvalidPath, `${paths.field}: Invalid value: ${q(path)}: conflicting duplicate paths`);
+    add('InvalidPath', `${paths.field}: Invalid value: ${q(path)}: conflicting duplicate paths`);
   paths.add(path);
 }
 
 export function checkObjectName(src: Obj, key: string, field: string, add: Add): void {
-  if (typeof src[key] !== 'string' || src[key] === '')
-    add(VolumeReason.InvalidField, `${field}.${key}: Required value`);
+  if (typeof src[key] !== 'string' || src[key] === '') add('InvalidField', `${field}.${key}: Required value`);
 }

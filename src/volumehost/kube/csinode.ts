@@ -17,7 +17,7 @@ import {
 } from '@kubernetes/client-node';
 import { goMarshalMap } from '../../plugins/csi/gojson.ts';
 import type { NodeInfoManager } from '../../plugins/csi/registration.ts';
-import { describeKubeError, kubeErrorCode } from './token-manager.ts';
+import { describeKubeError, kubeErrorCode } from './api-errors.ts';
 
 export const nodeIDAnnotation = 'csi.volume.kubernetes.io/nodeid';
 

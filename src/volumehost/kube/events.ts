@@ -15,7 +15,7 @@ import {
 } from '@kubernetes/client-node';
 import type { Logger } from '../../logger.ts';
 import type { EventRecorder } from '../types.ts';
-import { describeKubeError, kubeErrorCode } from './token-manager.ts';
+import { describeKubeError, kubeErrorCode } from './api-errors.ts';
 
 /**
  * The EventRecorder plugins see, plus what the agent needs to shut it down (client-go's

@@ -6,6 +6,7 @@
 
 import { CoreV1Api, type KubeConfig, type V1ConfigMap, type V1Secret } from '@kubernetes/client-node';
 import type { Logger } from '../../logger.ts';
+import { ApiError } from '../errors.ts';
 import { type KubeList, type ListOptions, Reflector } from './reflector.ts';
 import type { KubeObject } from './store.ts';
 
@@ -21,12 +22,6 @@ export interface ObjectCacheOptions {
   watchTimeoutSeconds?: number;
   watchdogGraceMs?: number;
   backoff?: { initialMs?: number; maxMs?: number };
-}
-
-/** A NotFound for the object, worded like kubelet's (`secret "x" not found`). */
-export class ObjectNotFoundError extends Error {
-  readonly code = 404;
-  readonly reason = 'NotFound';
 }
 
 interface Entry<T extends KubeObject> {
@@ -97,14 +92,16 @@ export class ObjectCache<T extends Cacheable> {
    */
   async get(namespace: string, name: string): Promise<T> {
     const entry = this.entries.get(`${namespace}/${name}`);
-    if (!entry) throw new Error(`object "${namespace}"/"${name}" not registered`);
+    if (!entry) throw new ApiError('NotRegistered', `object "${namespace}"/"${name}" not registered`);
     const r = entry.reflector;
     if (!(await r.waitForSync(this.opts.syncTimeoutMs ?? 1000))) {
       const cause = r.lastError?.message ?? 'timed out waiting for the condition';
-      throw new Error(`failed to sync ${this.kind} cache: ${cause}`);
+      // A list the server refused is a refusal, not a slow cache.
+      const reason = r.lastError?.reason === 'Forbidden' ? 'Forbidden' : 'NotSynced';
+      throw new ApiError(reason, `failed to sync ${this.kind} cache: ${cause}`, { code: r.lastError?.code });
     }
     const obj = r.get(name);
-    if (!obj) throw new ObjectNotFoundError(`${this.kind} "${name}" not found`);
+    if (!obj) throw new ApiError('NotFound', `${this.kind} "${name}" not found`, { code: 404 });
     return obj;
   }
 

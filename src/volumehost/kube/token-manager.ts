@@ -5,6 +5,8 @@
 
 import { type AuthenticationV1TokenRequest, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../../logger.ts';
+import { ApiError } from '../errors.ts';
+import { kubeErrorCode, toApiError } from './api-errors.ts';
 
 export interface TokenManager {
   getServiceAccountToken(
@@ -38,7 +40,8 @@ export const TOKEN_REQUEST_NOT_ENABLED_ERROR = 'the API server does not have Tok
 /** A manager for runs without an API server: every request fails with kubelet's standalone error. */
 export function createStandaloneTokenManager(): TokenManager {
   return {
-    getServiceAccountToken: () => Promise.reject(new Error(STANDALONE_TOKEN_MANAGER_ERROR)),
+    getServiceAccountToken: () =>
+      Promise.reject(new ApiError('StandaloneMode', STANDALONE_TOKEN_MANAGER_ERROR)),
     deleteServiceAccountToken: () => {},
     stop: () => {},
   };
@@ -89,56 +92,6 @@ export function tokenCacheKey(name: string, namespace: string, tr: Authenticatio
   return `${quote(name)}/${quote(namespace)}/${audiences}/${exp}/${ref}`;
 }
 
-/** HTTP status of a client-node ApiException (or any error carrying a numeric code). */
-export function kubeErrorCode(err: unknown): number | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'number' ? code : undefined;
-}
-
-const STATUS_WORDS: Record<number, string> = {
-  401: 'Unauthorized',
-  403: 'forbidden',
-  404: 'not found',
-  409: 'already exists',
-  410: 'gone',
-  422: 'invalid',
-  429: 'too many requests',
-};
-
-/**
- * A one-line description of a client-node error without its headers or request body:
- * the API server's Status message when there is one (which, like Go's StatusError, reads
- * `... is forbidden: User ...`), otherwise the HTTP status, otherwise the transport error.
- */
-export function describeKubeError(err: unknown): string {
-  const code = kubeErrorCode(err);
-  if (code !== undefined && typeof err === 'object' && err !== null && 'body' in err) {
-    const body = (err as { body?: unknown }).body;
-    let status: unknown = body;
-    if (typeof body === 'string') {
-      try {
-        status = JSON.parse(body);
-      } catch {
-        status = undefined;
-      }
-    }
-    const message = (status as { message?: unknown } | undefined)?.message;
-    const word = STATUS_WORDS[code] ?? 'request failed';
-    if (typeof message === 'string' && message !== '') {
-      // Keep "forbidden" findable even if an API server words its Status differently.
-      return code === 403 && !/forbidden/i.test(message) ? `forbidden: ${message}` : message;
-    }
-    return `${word} (HTTP ${code})`;
-  }
-  if (err instanceof Error) {
-    const cause = (err as { cause?: unknown }).cause;
-    const causeText = cause instanceof Error ? cause.message : undefined;
-    return causeText && causeText !== err.message ? `${err.message}: ${causeText}` : err.message;
-  }
-  return String(err);
-}
-
 interface CacheEntry {
   tr: AuthenticationV1TokenRequest;
   // The pod the token is bound to, from the response or, failing that, our request.
@@ -183,9 +136,9 @@ export function createTokenManager(opts: TokenManagerOptions): TokenManager {
       return await core.createNamespacedServiceAccountToken({ name, namespace, body: tr });
     } catch (err) {
       if (kubeErrorCode(err) === 404 && !(await supportsTokenRequest())) {
-        throw new Error(TOKEN_REQUEST_NOT_ENABLED_ERROR);
+        throw new ApiError('NotFound', TOKEN_REQUEST_NOT_ENABLED_ERROR, { code: 404, cause: err });
       }
-      throw new Error(describeKubeError(err));
+      throw toApiError(err);
     }
   };
 
@@ -200,15 +153,14 @@ export function createTokenManager(opts: TokenManagerOptions): TokenManager {
     try {
       fresh = await fetchToken(name, namespace, tr);
     } catch (err) {
-      const msg = (err as Error).message;
-      if (!cached) throw new Error(`failed to fetch token: ${msg}`);
-      if (expired(cached.tr)) throw new Error(`token ${key} expired and refresh failed: ${msg}`);
-      logger?.warn({ cacheKey: key, err: msg }, "Couldn't update token");
+      if (!cached) throw toApiError(err, 'failed to fetch token: ');
+      if (expired(cached.tr)) throw toApiError(err, `token ${key} expired and refresh failed: `);
+      logger?.warn({ cacheKey: key, err: (err as Error).message }, "Couldn't update token");
       return cached.tr;
     }
     if (!fresh.status?.token) {
       if (!cached || expired(cached.tr))
-        throw new Error('failed to fetch token: the API server returned no token');
+        throw new ApiError('ServerError', 'failed to fetch token: the API server returned no token');
       return cached.tr;
     }
     // Older or partial servers may not echo the spec; refresh arithmetic needs it.

@@ -17,8 +17,9 @@ import {
   type V1ObjectMeta,
 } from '@kubernetes/client-node';
 import type { Logger } from '../../logger.ts';
+import { ApiError } from '../errors.ts';
+import { kubeErrorCode, toApiError } from './api-errors.ts';
 import { Reflector } from './reflector.ts';
-import { describeKubeError, kubeErrorCode } from './token-manager.ts';
 
 export interface TrustBundleManager {
   getTrustAnchorsByName(name: string, allowMissing: boolean): Promise<string>;
@@ -61,7 +62,8 @@ export const STANDALONE_TRUST_BUNDLE_ERROR =
 
 /** A manager for runs without an API server. */
 export function createStandaloneTrustBundleManager(): TrustBundleManager {
-  const fail = (): Promise<string> => Promise.reject(new Error(STANDALONE_TRUST_BUNDLE_ERROR));
+  const fail = (): Promise<string> =>
+    Promise.reject(new ApiError('StandaloneMode', STANDALONE_TRUST_BUNDLE_ERROR));
   return { getTrustAnchorsByName: fail, getTrustAnchorsBySigner: fail };
 }
 
@@ -256,7 +258,7 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
 
   const ensureVersion = async (): Promise<CtbVersion> => {
     if (version) return version;
-    if (now() < noneUntil) throw new Error(STANDALONE_TRUST_BUNDLE_ERROR);
+    if (now() < noneUntil) throw new ApiError('StandaloneMode', STANDALONE_TRUST_BUNDLE_ERROR);
     discovering ??= discover().finally(() => {
       discovering = undefined;
     });
@@ -264,9 +266,10 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
     try {
       found = await discovering;
     } catch (err) {
-      throw new Error(
+      throw toApiError(
+        err,
         'failed to ensure informer manager for ClusterTrustBundles: ' +
-          `failed to determine which informer manager to choose: ${describeKubeError(err)}`,
+          'failed to determine which informer manager to choose: ',
       );
     }
     if (!found) {
@@ -274,7 +277,7 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
         logger?.info({}, 'No version of the ClusterTrustBundle API was found');
       }
       noneUntil = now() + DEFAULT_SYNC_TIMEOUT_MS * 3;
-      throw new Error(STANDALONE_TRUST_BUNDLE_ERROR);
+      throw new ApiError('StandaloneMode', STANDALONE_TRUST_BUNDLE_ERROR);
     }
     if (!version) logger?.info({ apiGroup: `${GROUP}/${found}` }, 'Using ClusterTrustBundle API');
     version = found;
@@ -365,7 +368,8 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
       if (!ctb) {
         if (allowMissing) return '';
         // The lister's NotFound, as kubelet words it.
-        throw new Error(
+        throw new ApiError(
+          'NotFound',
           `while getting ClusterTrustBundle: clustertrustbundle.${GROUP} ${JSON.stringify(name)} not found`,
         );
       }

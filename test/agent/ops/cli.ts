@@ -20,7 +20,8 @@ export function runCli(args: string[], env: Record<string, string> = {}, stdin =
       cwd: repoRoot,
       env: { ...base, ...env },
       stdio: ['pipe', 'pipe', 'pipe'],
-      timeout: 30_000,
+      // Generous: starting node and loading the CLI can take tens of seconds on a loaded machine.
+      timeout: 120_000,
     });
     let stdout = '';
     let stderr = '';

@@ -3,17 +3,23 @@ import { describe, test } from 'node:test';
 import { newConfigMapCache, newSecretCache } from '../../../src/volumehost/kube/object-cache.ts';
 import { kubeEnv, waitFor } from './env.ts';
 
+// kubelet waits 1 s for a first list; on a machine shared by several test runs that can be too short.
+const LOADED_MACHINE_SYNC_MS = 30_000;
 describe('watch-based secret and configmap caches', () => {
   test('get: not registered, then the object, then kubelet-style NotFound', async (t) => {
     const { api, kc } = await kubeEnv(t);
     api.store.create('secrets', { metadata: { name: 's', namespace: 'ns' }, data: { k: 'dg==' } });
-    const secrets = newSecretCache({ kubeConfig: kc });
+    const secrets = newSecretCache({ kubeConfig: kc, syncTimeoutMs: LOADED_MACHINE_SYNC_MS });
     t.after(() => secrets.stop());
     await assert.rejects(secrets.get('ns', 's'), { message: 'object "ns"/"s" not registered' });
     secrets.register('ns', 's', 'pod-1');
     assert.deepEqual((await secrets.get('ns', 's')).data, { k: 'dg==' });
     secrets.register('ns', 'missing', 'pod-1');
-    await assert.rejects(secrets.get('ns', 'missing'), { message: 'secret "missing" not found', code: 404 });
+    await assert.rejects(secrets.get('ns', 'missing'), {
+      message: 'secret "missing" not found',
+      code: 404,
+      reason: 'NotFound',
+    });
     const watches = api.hooks.requests.filter((r) => r.verb === 'list' || r.verb === 'watch');
     assert.ok(watches.length >= 2);
     for (const w of watches) assert.match(w.query.fieldSelector, /^metadata\.name=(s|missing)$/);
@@ -23,7 +29,7 @@ describe('watch-based secret and configmap caches', () => {
   test('a change to a registered object is announced and served', async (t) => {
     const { api, kc } = await kubeEnv(t);
     api.store.create('configmaps', { metadata: { name: 'cm', namespace: 'ns' }, data: { a: '1' } });
-    const cms = newConfigMapCache({ kubeConfig: kc });
+    const cms = newConfigMapCache({ kubeConfig: kc, syncTimeoutMs: LOADED_MACHINE_SYNC_MS });
     t.after(() => cms.stop());
     const changed: string[] = [];
     cms.onChange((ns, name) => changed.push(`${ns}/${name}`));
@@ -43,7 +49,7 @@ describe('watch-based secret and configmap caches', () => {
   test('reference counted per pod: the watch ends with the last pod', async (t) => {
     const { api, kc } = await kubeEnv(t);
     api.store.create('secrets', { metadata: { name: 's', namespace: 'ns' } });
-    const secrets = newSecretCache({ kubeConfig: kc });
+    const secrets = newSecretCache({ kubeConfig: kc, syncTimeoutMs: LOADED_MACHINE_SYNC_MS });
     t.after(() => secrets.stop());
     secrets.register('ns', 's', 'pod-1');
     secrets.register('ns', 's', 'pod-2');
@@ -63,7 +69,7 @@ describe('watch-based secret and configmap caches', () => {
   test('an immutable object is not watched once seen', async (t) => {
     const { api, kc } = await kubeEnv(t);
     api.store.create('secrets', { metadata: { name: 'frozen', namespace: 'ns' }, immutable: true, data: {} });
-    const secrets = newSecretCache({ kubeConfig: kc });
+    const secrets = newSecretCache({ kubeConfig: kc, syncTimeoutMs: LOADED_MACHINE_SYNC_MS });
     t.after(() => secrets.stop());
     secrets.register('ns', 'frozen', 'pod-1');
     assert.equal((await secrets.get('ns', 'frozen')).immutable, true);
@@ -86,7 +92,8 @@ describe('watch-based secret and configmap caches', () => {
     secrets.register('ns', 's', 'pod-1');
     await assert.rejects(
       secrets.get('ns', 's'),
-      /^Error: failed to sync secret cache: list secret ns\/s: cannot reach the API server/,
+      /^ApiError: failed to sync secret cache: list secret ns\/s: cannot reach the API server/,
     );
+    await assert.rejects(secrets.get('ns', 's'), { reason: 'NotSynced' });
   });
 });

@@ -237,8 +237,13 @@ describe('token manager against an API server', () => {
     const env = await setup(t);
     await assert.rejects(
       env.tm.getServiceAccountToken('ci', 'ghost', env.request()),
-      /^Error: failed to fetch token: serviceaccounts "ghost" not found$/,
+      /^ApiError: failed to fetch token: serviceaccounts "ghost" not found$/,
     );
+    // Callers branch on the typed reason and code, not on the words.
+    await assert.rejects(env.tm.getServiceAccountToken('ci', 'ghost', env.request()), {
+      reason: 'NotFound',
+      code: 404,
+    });
   });
 
   test("deleting by pod UID drops only that pod's tokens", async (t) => {

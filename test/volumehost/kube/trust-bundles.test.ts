@@ -186,7 +186,7 @@ describe('trust bundle manager against an API server', () => {
     assert.equal(await env.mgr.getTrustAnchorsByName('nope', true), '');
     await assert.rejects(
       env.mgr.getTrustAnchorsByName('nope', false),
-      /^Error: while getting ClusterTrustBundle: clustertrustbundle\.certificates\.k8s\.io "nope" not found$/,
+      /^ApiError: while getting ClusterTrustBundle: clustertrustbundle\.certificates\.k8s\.io "nope" not found$/,
     );
   });
 

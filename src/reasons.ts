@@ -1,0 +1,113 @@
+// The one catalogue of reasons podvol reports: a stable CamelCase word in /status,
+// logs, Events and the `reason` label of podvol_operation_errors_total (never a
+// per-pod label). Every reason here is documented in the README (a test checks),
+// and the types below make a reason that is not here a compile error.
+
+/** Why a volume failed (VolumeError.reason, /status `volumes[].reason`). */
+export const volumeReasons = {
+  // The pod's volumes as written (validation, before any work is done).
+  InvalidVolumeName: 'a volume name that is not a DNS-1123 label',
+  DuplicateVolumeName: 'two volumes of the pod have the same name',
+  UnknownVolumeSource: 'no volume source, more than one, an unknown or disabled one (gitRepo)',
+  VolumeNotFound: 'a volumeMount or volumeDevice names a volume the pod does not have',
+  InvalidPath: "a path that is absolute, climbs with '..', or is too long",
+  InvalidSizeLimit: 'an emptyDir sizeLimit that is not a quantity, negative, or above 2^63-1 bytes',
+  InvalidQuantity: 'a memory quantity (limit, overhead, node allocatable) that cannot be used',
+  InvalidMode: 'a file mode outside 0..0777, or none at all',
+  InvalidHostPathType: 'a hostPath type that does not exist',
+  InvalidField: 'any other malformed field of a volume source',
+  UnknownPlugin: 'a volume on disk whose plugin podvol does not have',
+  // hostPath.
+  HostPathNotFound: 'the hostPath does not exist (and its type does not create it)',
+  HostPathTypeMismatch: 'the hostPath exists but is not of the declared type',
+  HostPathCreateFailed: 'DirectoryOrCreate/FileOrCreate could not create the path',
+  // emptyDir.
+  NotADirectory: 'the volume directory exists and is not a directory',
+  SizeLimitExceeded:
+    'a mounted emptyDir uses more than its sizeLimit (it stays mounted; a Warning Event is posted)',
+  UnknownStorageMedium: 'an emptyDir medium podvol does not know',
+  HugePagesNotRequested: 'medium HugePages without a hugepages resource request',
+  HugePagesMultipleSizes: 'medium HugePages with containers requesting several page sizes',
+  HugePagesSizeMismatch: 'the hugetlbfs already mounted has another page size',
+  HugePagesSizeUnknown: 'the page size of the hugetlbfs already mounted cannot be read',
+  InvalidHugePagesMedium: 'a HugePages-<size> medium whose size is not a quantity',
+  // downwardAPI, configMap, secret, projected.
+  DownwardAPIFieldError: 'a downwardAPI item whose field or resource cannot be read',
+  KeyNotFound: 'an item names a key the configMap or secret does not have',
+  ConfigMapNotFound: 'the configMap does not exist (and is not optional)',
+  SecretNotFound: 'the secret does not exist (and is not optional)',
+  ConfigMapFetchFailed: 'the configMap could not be read from the API server',
+  SecretFetchFailed: 'the secret could not be read from the API server',
+  ObjectNotRegistered: 'the object is not (yet) watched for this pod',
+  Forbidden: 'the API server refused to give podvol the object',
+  StandaloneMode: 'the volume needs an API server and podvol runs without one',
+  TokenRequestForbidden: 'the API server refused the service account token request',
+  TokenRequestFailed: 'the service account token could not be obtained',
+  ProjectionFailed: 'a projected source failed for another reason',
+  WriteFailed: 'the files of the volume could not be written',
+  UnsafePath: "a path in the pod's directories is a symbolic link, not a directory, or crosses a mount",
+  // The runtime contract (runtime socket).
+  SubPathFailed: "a container's subPath could not be prepared (kubelet's message; details in the log)",
+  SpecChangeRequiresRestart:
+    'a static pod with an explicit uid changed a volume that cannot be re-rendered in place; it stays mounted until the pod is recreated',
+  // persistentVolumeClaim (the populator's claim resolution, kubelet's messages).
+  ClaimLookupPending: 'the claim has not been read from the API server yet',
+  ClaimNotFound: 'the PersistentVolumeClaim does not exist',
+  ClaimPending: 'the claim is not bound to a volume yet',
+  ClaimLost: 'the claim lost its volume (phase Lost)',
+  ClaimTerminating: 'the claim is being deleted',
+  ClaimNotOwnedByPod: "a generic ephemeral volume's claim belongs to another pod",
+  VolumeLookupPending: 'the PersistentVolume has not been read from the API server yet',
+  PersistentVolumeNotFound: 'the PersistentVolume the claim is bound to does not exist',
+  PersistentVolumeNotBound: 'the PersistentVolume is not bound to the claim',
+  PersistentVolumeClaimMismatch: "the PersistentVolume's claimRef names another claim",
+  BlockVolumeNotSupported: 'a block volume (volumeDevices), which podvol does not serve',
+  VolumeModeMismatch: "the claim's volumeMode differs from the volume's",
+  // CSI.
+  DriverNotRegistered: 'the CSI driver has not registered on this node',
+  InvalidDriverName: 'a CSI driver name that cannot name a directory',
+  InvalidVolumeHandle: 'a CSI volume without a volumeHandle',
+  LifecycleModeNotSupported:
+    'the CSIDriver does not allow this volume lifecycle mode (Persistent or Ephemeral)',
+  AttachRequired: 'the driver needs an attach step and there is no API server for VolumeAttachments',
+  AttachPending: 'the VolumeAttachment is not attached yet',
+  AttachFailed: 'the VolumeAttachment reports an error or is being deleted',
+  CSICallFailed: 'a CSI call failed with a final error',
+  CSICallUncertain: 'a CSI call failed in a way that leaves the volume maybe set up (retried)',
+  FSGroupFailed: "applying the pod's fsGroup to the volume failed",
+  CorruptVolumeData: "a CSI volume's vol_data.json cannot be read",
+  StillMounted: 'a directory to be removed is still mounted',
+  // Operations of the volume manager (fallbacks when the cause carries no reason).
+  MountFailed: 'SetUp failed',
+  UnmountFailed: 'TearDown failed',
+  ReconstructFailed: 'a volume found on disk after a restart could not be rebuilt',
+  CleanupFailed: "an orphaned pod's directory could not be removed",
+  MountsRemain: "an orphaned pod's directory still has mounts podvol cannot attribute to a volume",
+} as const;
+
+export type VolumeReason = keyof typeof volumeReasons;
+
+export function isVolumeReason(v: unknown): v is VolumeReason {
+  return typeof v === 'string' && Object.hasOwn(volumeReasons, v);
+}
+
+/** Why an input to a pod source was refused, or a source cannot read (/status `errors[].reason`). */
+export const sourceReasons = {
+  ParseError: 'a manifest document is not valid YAML or JSON',
+  NotAPod: 'a manifest document is not a v1 Pod',
+  InvalidPod: 'a manifest pod fails validation (names, containers)',
+  DuplicateUID: 'two manifest pods have the same UID',
+  DuplicatePod: 'two manifest pods have the same namespace and name',
+  ReadError: 'a manifest file or the manifest directory cannot be read',
+  FileTooLarge: 'a manifest file is larger than the limit',
+  StaticPodAPIReference:
+    'in cluster mode, a static pod may not use secrets, configMaps, service account tokens, claims or trust bundles (as the API server refuses mirror pods that do)',
+  Unauthorized: 'the API server rejected the credentials',
+  Forbidden: 'the API server refused the list or watch',
+  Unreachable: 'the API server cannot be reached',
+  Expired: 'the watch resourceVersion expired (podvol relists)',
+  ServerError: 'the API server answered with another HTTP error',
+  WatchError: 'the watch failed without an HTTP status',
+} as const;
+
+export type SourceReason = keyof typeof sourceReasons;
