@@ -1,7 +1,8 @@
 // podvol's per-volume record on disk: what reconstruction after a restart
 // needs and the directory layout alone cannot tell (the full volume spec,
-// the pod's namespace and name). Kept beside the volumes, under the pod dir,
-// so removing the pod directory removes it too.
+// the pod's namespace and name). Kept outside the pod directory
+// (<root>/podvol/pods/<uid>), so nothing podvol writes lives where containers
+// see it; orphan cleanup removes a pod's records with its pod directory.
 import { lstat, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1PersistentVolume, V1Volume } from '@kubernetes/client-node';

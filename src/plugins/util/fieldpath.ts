@@ -2,9 +2,10 @@
 //   k/k pkg/fieldpath/fieldpath.go            (ExtractFieldPathAsString, FormatMap)
 //   k/k pkg/api/v1/resource/helpers.go        (ExtractResourceValueByContainerNameAndNodeAllocatable)
 //   k/k pkg/volume/downwardapi/downwardapi.go (CollectData)
-// Volume items only ever go through ExtractFieldPathAsString, which knows the
-// metadata.* paths; spec.nodeName, status.podIP and friends exist for env vars
-// only (kubelet's podFieldSelectorRuntimeValue) and are errors here, as in kubelet.
+// Volume items go through ExtractFieldPathAsString, which knows the metadata.*
+// paths. Beyond kubelet, spec.nodeName, spec.serviceAccountName and status.hostIP
+// (env-var-only paths in kubelet) are rendered too; status.podIP and the other
+// runtime values stay errors, as podvol cannot know them.
 import type {
   V1Container,
   V1DownwardAPIVolumeFile,
