@@ -3,7 +3,7 @@
 // down). Exit codes: 0 done, 1 timed out (the volumes and their reasons are
 // printed), 2 usage error, 3 no podvol answered.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Command, InvalidArgumentError, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import { callRuntime, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
 import { EXIT_FAILURE, EXIT_OK, setExitCode, usageError } from './command.ts';
 import { EXIT_UNREACHABLE } from './mounts.ts';

@@ -144,11 +144,12 @@ function source(spec: Spec): V1HostPathVolumeSource {
 }
 
 export function hostPathPlugin(): VolumePlugin {
-  let _host: VolumeHost;
+  // The host only tells where the host's / is (--host-root); hostPath touches the path itself through node:fs.
+  let host: VolumeHost;
   return {
     name: hostPathPluginName,
     init(h) {
-      _host = h;
+      host = h;
     },
     getVolumeName: (spec) => source(spec).path,
     canSupport: (spec) => Boolean(spec.volume?.hostPath ?? spec.persistentVolume?.spec?.hostPath),
@@ -165,7 +166,7 @@ export function hostPathPlugin(): VolumePlugin {
           // A relative path (the API server admits one) is taken from /, kubelet's working directory.
           const path = resolve('/', src.path);
           // In a container, the host's files are under --host-root; messages name the host path.
-          const root = _host.getHostRoot?.() ?? '/';
+          const root = host.getHostRoot?.() ?? '/';
           if (root === '/') return checkHostPathType(path, src.type);
           const onHost = await resolveInRoot(root, path);
           try {

@@ -5,7 +5,6 @@ import {
   CONFIG_SOURCE_ANNOTATION,
   MAX_MANIFEST_BYTES,
   parseManifestFile,
-  staticPodName,
 } from '../../../src/agent/pods/manifest.ts';
 
 const pod = (name: string, extra = '') => `apiVersion: v1

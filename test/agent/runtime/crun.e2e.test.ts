@@ -3,7 +3,7 @@
 // what the container itself sees.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { lstat, mkdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, rename, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { callRuntime } from '../../../src/agent/runtime/client.ts';

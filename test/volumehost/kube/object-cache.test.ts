@@ -85,7 +85,8 @@ describe('watch-based secret and configmap caches', () => {
     await api.hooks.down();
     const secrets = newSecretCache({
       kubeConfig: kc,
-      syncTimeoutMs: 200,
+      // Long enough for a first list attempt to fail even on a loaded machine.
+      syncTimeoutMs: 10_000,
       backoff: { initialMs: 20, maxMs: 50 },
     });
     t.after(() => secrets.stop());
