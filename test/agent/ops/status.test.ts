@@ -279,7 +279,7 @@ test('finding 8: control characters from pods reach the terminal escaped, in eve
             plugin: 'kubernetes.io/host-path',
             state: 'failed' as const,
             path: evil,
-            reason: 'HostPathTypeMismatch',
+            reason: 'HostPathTypeMismatch' as const,
             message: `hostPath type check failed: ${evil} is not a directory`,
             attempts: 1,
           },
