@@ -10,8 +10,7 @@ import type { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import type { Spec } from '../plugins/types.ts';
 import { ApiError } from './errors.ts';
 import { createExec } from './exec.ts';
-import { createStandaloneTokenManager } from './kube/token-manager.ts';
-import { createStandaloneTrustBundleManager } from './kube/trust-bundles.ts';
+import { createStandaloneTokenManager, createStandaloneTrustBundleManager } from './kube/standalone.ts';
 import * as paths from './paths.ts';
 import type { CSIDriverLister, EventRecorder, Exec, VolumeHost } from './types.ts';
 

@@ -14,9 +14,27 @@ export function rawMountInfo(): string {
   return readFileSync('/proc/self/mountinfo', 'utf8');
 }
 
-/** A temp directory for mount tests (tempDir detaches what is left mounted below it before removing it). */
-export function scratchDir(t: TestContext): Promise<string> {
-  return tempDir(t, 'podvol-mount-');
+/** Lazily detaches everything mounted at or below `dir`, deepest first. Never stats the mounts (some hang). */
+function detachAllUnder(dir: string): void {
+  const under = mountTable()
+    .map((m) => m.mountPoint)
+    .filter((p) => p === dir || p.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const p of under) spawnSync('umount', ['-l', '-c', p], { timeout: 5000, stdio: 'ignore' });
+}
+
+/**
+ * A temp directory for mount tests. Whatever is still mounted below it is
+ * detached before tempDir's recursive removal runs (after hooks run in order),
+ * so the removal never descends into a live mount.
+ */
+export async function scratchDir(t: TestContext): Promise<string> {
+  let dir = '';
+  t.after(() => {
+    if (dir) detachAllUnder(dir);
+  });
+  dir = await tempDir(t, 'podvol-mount-');
+  return dir;
 }
 
 /** Runs a command synchronously for test setup; throws with its output on failure. */

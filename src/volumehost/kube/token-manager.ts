@@ -32,20 +32,10 @@ const MAX_TTL_MS = 24 * 60 * 60 * 1000;
 const GC_PERIOD_MS = 60 * 1000;
 const MAX_JITTER_SECONDS = 10;
 
-// kubelet says "when kubelet is in standalone mode"; we keep its prefix so log searches for
-// "cannot use TokenManager when" find both, and name ourselves in the rest.
-export const STANDALONE_TOKEN_MANAGER_ERROR = 'cannot use TokenManager when podvol is in standalone mode';
 export const TOKEN_REQUEST_NOT_ENABLED_ERROR = 'the API server does not have TokenRequest endpoints enabled';
 
-/** A manager for runs without an API server: every request fails with kubelet's standalone error. */
-export function createStandaloneTokenManager(): TokenManager {
-  return {
-    getServiceAccountToken: () =>
-      Promise.reject(new ApiError('StandaloneMode', STANDALONE_TOKEN_MANAGER_ERROR)),
-    deleteServiceAccountToken: () => {},
-    stop: () => {},
-  };
-}
+// The standalone managers live in standalone.ts: standalone mode must not load the Kubernetes client.
+export { createStandaloneTokenManager, STANDALONE_TOKEN_MANAGER_ERROR } from './standalone.ts';
 
 function toMs(t: Date | string | undefined): number | undefined {
   if (t === undefined) return undefined;

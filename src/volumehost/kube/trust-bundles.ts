@@ -20,6 +20,7 @@ import type { Logger } from '../../logger.ts';
 import { ApiError } from '../errors.ts';
 import { kubeErrorCode, toApiError } from './api-errors.ts';
 import { Reflector } from './reflector.ts';
+import { STANDALONE_TRUST_BUNDLE_ERROR } from './standalone.ts';
 
 export interface TrustBundleManager {
   getTrustAnchorsByName(name: string, allowMissing: boolean): Promise<string>;
@@ -56,16 +57,10 @@ const DEFAULT_CACHE_TTL_MS = 5 * 60 * 1000;
 const DEFAULT_SYNC_TIMEOUT_MS = 10 * 1000;
 const CACHE_MAX_ENTRIES = 1000;
 
-// kubelet: "... is not supported in static kubelet mode"; same prefix, our name.
-export const STANDALONE_TRUST_BUNDLE_ERROR =
-  'ClusterTrustBundle projection is not supported in static podvol mode';
-
-/** A manager for runs without an API server. */
-export function createStandaloneTrustBundleManager(): TrustBundleManager {
-  const fail = (): Promise<string> =>
-    Promise.reject(new ApiError('StandaloneMode', STANDALONE_TRUST_BUNDLE_ERROR));
-  return { getTrustAnchorsByName: fail, getTrustAnchorsBySigner: fail };
-}
+export {
+  createStandaloneTrustBundleManager,
+  STANDALONE_TRUST_BUNDLE_ERROR,
+} from './standalone.ts';
 
 // --- label selectors (metav1.LabelSelectorAsSelector) -------------------------------------
 

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { containerEnv, expand, expandSubPathExpr } from '../../../src/agent/runtime/env.ts';
+import { ApiError } from '../../../src/volumehost/errors.ts';
 import type { VolumeHost } from '../../../src/volumehost/types.ts';
 
 test('expand follows third_party/forked/golang/expansion', () => {
@@ -39,12 +40,12 @@ const host = (kube: boolean, objects: Record<string, unknown> = {}) =>
     getNodeAllocatable: () => ({ cpu: '4', memory: '8Gi' }),
     getConfigMapFunc: () => async (ns: string, name: string) => {
       const o = objects[`cm/${ns}/${name}`];
-      if (!o) throw Object.assign(new Error('not found'), { code: 404, statusCode: 404 });
+      if (!o) throw new ApiError('NotFound', 'not found', { code: 404 });
       return o;
     },
     getSecretFunc: () => async (ns: string, name: string) => {
       const o = objects[`secret/${ns}/${name}`];
-      if (!o) throw Object.assign(new Error('not found'), { code: 404, statusCode: 404 });
+      if (!o) throw new ApiError('NotFound', 'not found', { code: 404 });
       return o;
     },
   }) as unknown as VolumeHost;
