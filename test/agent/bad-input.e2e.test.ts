@@ -134,7 +134,7 @@ mountTest('bad volumes get precise reasons; the rest of the pod and other pods w
     ['plugins_registry', 'pods', 'podvol'],
     'kubelet layout under pods/ (and the CSI registration directory), podvol records under podvol/',
   );
-  assert.ok(
+  await waitFor('failure logged', () =>
     p.logLines().some((l) => l.msg === 'MountVolume.SetUp failed' && l.reason === 'HostPathTypeMismatch'),
   );
   assert.equal(p.proc.exitCode, null, 'still running');

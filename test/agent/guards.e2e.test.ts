@@ -131,7 +131,10 @@ mountTest(
       return s.teardownHold;
     });
     assert.deepEqual([hold.volumes, hold.adopted], [2, 2]);
-    assert.ok(second.logLines().some((l) => String(l.msg).includes('holding every teardown')));
+    // The log line and /status come from the same decision but reach us by different pipes.
+    await waitFor('hold logged', () =>
+      second.logLines().some((l) => String(l.msg).includes('holding every teardown')),
+    );
     await new Promise((r) => setTimeout(r, 3000));
     assert.equal(await readFile(data, 'utf8'), 'rows', 'nothing torn down while held');
     assert.equal((await mountsBelow(podDir)).length, 1);

@@ -219,7 +219,9 @@ mountTest('removing a manifest tears the pod down and removes its directory', as
     undefined,
   );
   assert.ok((await mountsBelow(other.dir)).length === 1, 'the other pod keeps its tmpfs');
-  assert.ok(p.logLines().some((l) => l.msg === 'UnmountVolume.TearDown succeeded' && l.volume === 'fast'));
+  await waitFor('teardown logged', () =>
+    p.logLines().some((l) => l.msg === 'UnmountVolume.TearDown succeeded' && l.volume === 'fast'),
+  );
 });
 
 mountTest('kill -9 then start again adopts every mount without mounting again', async (t) => {
@@ -238,6 +240,11 @@ mountTest('kill -9 then start again adopts every mount without mounting again', 
   const after = await mountsBelow(dir);
   assert.deepEqual(after, before, 'the mount table is unchanged: same mount ids, nothing new');
   assert.equal(second.logLines().filter((l) => l.msg === 'Mounting').length, 0, 'no mount command ran');
+  // stdout is a pipe: the log lines may trail the HTTP answers.
+  await waitFor(
+    'reconstruction logged',
+    () => second.logLines().filter((l) => l.msg === 'reconstructed volume').length >= 3,
+  );
   assert.equal(second.logLines().filter((l) => l.msg === 'reconstructed volume').length, 3);
   const metrics = (await second.get('/metrics')).body;
   assert.match(metrics, /^reconstruct_volume_operations_total 3$/m);

@@ -279,7 +279,9 @@ mountTest('runtime socket: a caller that is not root is refused by its peer cred
   assert.match(out, /^403 .*"reason":"Forbidden"/, out);
   assert.match(out, /caller uid 65534 is not allowed/);
   assert.equal((await get(socket, '/v1/pods')).status, 200, 'root still gets in');
-  assert.ok(p.logLines().some((l) => l.msg === 'runtime socket caller refused' && l.uid === 65534));
+  await waitFor('refusal logged', () =>
+    p.logLines().some((l) => l.msg === 'runtime socket caller refused' && l.uid === 65534),
+  );
   await lstat(socket);
 });
 
