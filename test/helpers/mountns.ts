@@ -4,7 +4,7 @@
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type TestContext, test } from 'node:test';
+import { after, type TestContext, test } from 'node:test';
 import { execa } from 'execa';
 
 export const inMountNamespace = process.env.PODVOL_MOUNTNS === '1';
@@ -36,8 +36,18 @@ export function mountTest(name: string, fn: (t: TestContext) => Promise<void>): 
 export async function tempDir(t: TestContext, prefix = 'podvol-test-'): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), prefix));
   t.after(() => removeTempDir(dir));
+  created.add(dir);
   return dir;
 }
+
+// A test's after hooks run in the order they were registered, so a daemon the test
+// stops in a later hook may still write below its temp dir (and recreate it) after the
+// removal above. Once every test of the file has ended, nothing runs any more: remove
+// again whatever came back.
+const created = new Set<string>();
+after(async () => {
+  for (const dir of created) await removeTempDir(dir);
+});
 
 export async function removeTempDir(dir: string): Promise<void> {
   if (inMountNamespace) {
