@@ -74,7 +74,9 @@ rmSync(runTmp, { recursive: true, force: true });
 // A test that leaves something in the temp directory fails the run: the machine's temp dir
 // must stay clean however the tests end.
 if (leftovers.length > 0) {
-  console.log(`# tests left ${leftovers.length} entries in the temp directory: ${leftovers.sort().join(' ')}`);
+  console.log(
+    `# tests left ${leftovers.length} entries in the temp directory: ${leftovers.sort().join(' ')}`,
+  );
   process.exit(1);
 }
 process.exit(result.status ?? 1);
