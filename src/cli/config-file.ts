@@ -4,7 +4,10 @@
 // through the same parser as the flag, so `syncFrequency: 1m0s` and a bad
 // value fail exactly as on the command line. Precedence, highest first:
 // command-line flag, PODVOL_* environment variable, config file, default.
+// A relative path in the file is relative to the file's directory, as kubelet
+// resolves the paths of its KubeletConfiguration (resolveRelativePaths).
 import { readFileSync } from 'node:fs';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import { parse } from 'yaml';
 
@@ -47,18 +50,29 @@ export function applyConfigFile(cmd: Command, strict: boolean): void {
     }
     const name = opt.attributeName();
     if (!overridable.has(cmd.getOptionValueSource(name))) continue;
-    cmd.setOptionValueWithSource(name, convert(opt, key, value, fail), 'config');
+    cmd.setOptionValueWithSource(name, convert(opt, key, value, dirname(resolve(file)), fail), 'config');
   }
 }
 
-function convert(opt: Option, key: string, value: unknown, fail: (msg: string) => never): unknown {
+/** The flags that name a file or directory: their placeholder says so (`--root-dir <dir>`). */
+const takesPath = (opt: Option) => /<(file|dir|path)>/.test(opt.flags);
+
+function convert(
+  opt: Option,
+  key: string,
+  value: unknown,
+  fileDir: string,
+  fail: (msg: string) => never,
+): unknown {
   const takesValue = opt.required || opt.optional;
   if (!takesValue) {
     if (typeof value !== 'boolean') return fail(`"${key}" must be true or false`);
     return opt.negate ? !value : value;
   }
   if (value === null || typeof value === 'object') return fail(`"${key}" must be a single value`);
-  const text = String(value);
+  let text = String(value);
+  // An empty value keeps its meaning (an empty --runtime-socket disables the socket).
+  if (takesPath(opt) && text !== '' && !isAbsolute(text)) text = resolve(fileDir, text);
   if (!opt.parseArg) return text;
   try {
     return opt.parseArg(text, undefined);

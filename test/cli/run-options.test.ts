@@ -112,6 +112,24 @@ test('--config FILE: keys mirror the flags in either spelling; flags, then PODVO
   assert.equal((await parseRun(t, [], { PODVOL_CONFIG: file })).nodeName, 'box-7');
 });
 
+test("--config FILE: relative paths are relative to the file's directory, as kubelet resolves them", async (t) => {
+  const dir = await tempDir(t);
+  const file = join(dir, 'config.yaml');
+  await writeFile(
+    file,
+    ['rootDir: state', 'podManifestPath: ./pods', 'kubeconfig: ../kubeconfig', 'runtimeSocket: ""'].join(
+      '\n',
+    ),
+  );
+  const fromFile = await parseRun(t, ['--config', file]);
+  assert.equal(fromFile.rootDir, join(dir, 'state'));
+  assert.equal(fromFile.podManifestPath, join(dir, 'pods'));
+  assert.equal(fromFile.kubeconfig, join(dir, '../kubeconfig'));
+  assert.equal(fromFile.runtimeSocket, '', 'an empty value still disables the socket');
+  // On the command line a relative path stays the operator's, relative to the working directory.
+  assert.equal((await parseRun(t, ['--config', file, '--root-dir', 'here'])).rootDir, 'here');
+});
+
 test('--config FILE: unknown keys, bad values and unreadable files are one-line usage errors', async (t) => {
   const dir = await tempDir(t);
   const file = join(dir, 'config.yaml');
