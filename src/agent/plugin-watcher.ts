@@ -5,9 +5,14 @@
 // (NotifyRegistrationStatus). A removed socket deregisters; a socket replaced
 // (new inode or timestamp) is deregistered and registered again.
 //
-// It scans every `periodMs` instead of using inotify: the same reconciler
-// shape as kubelet's (desired sockets vs registered ones, once a second),
-// and it cannot miss an event.
+// Like kubelet's fsnotify watcher, every directory of the tree is watched
+// (inotify through fs.watch; a new subdirectory is watched from the scan that
+// finds it), and any event triggers a scan soon after, so a registrar's
+// socket is picked up within milliseconds. The scan is the one reconciler
+// (sockets on disk vs registered ones), so a missed or overflowed event costs
+// nothing but time: a slow periodic scan (`periodMs`) is the safety net, and
+// a failed socket's retry wakes the loop when its backoff is over.
+import { type FSWatcher, watch } from 'node:fs';
 import { lstat, mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../logger.ts';
@@ -25,9 +30,13 @@ export interface PluginWatcherOptions {
   dir: string;
   handlers: Record<string, PluginHandler>;
   logger: Logger;
+  /** The safety-net rescan (default 10 s); events trigger a scan at once. */
   periodMs?: number;
   dialTimeoutMs?: number;
 }
+
+/** Events arriving together (a bind, then a chmod) make one scan. */
+const eventDebounceMs = 20;
 
 interface Seen {
   /** inode + mtime: a changed value is a new socket at the same path. */
@@ -56,33 +65,103 @@ export class PluginWatcher {
   /** Failures in a row of a socket being retried, for its backoff. */
   readonly #failures = new Map<string, number>();
   readonly #registration = loadRegistrationProto();
+  readonly #watchers = new Map<string, FSWatcher>();
   #timer: NodeJS.Timeout | undefined;
+  #timerAt = 0;
   #stopped = false;
   #scanning: Promise<void> | undefined;
+  #again = false;
 
   constructor(o: PluginWatcherOptions) {
-    this.#o = { periodMs: 1000, dialTimeoutMs: registrationDialTimeoutMs, ...o };
+    this.#o = { periodMs: 10_000, dialTimeoutMs: registrationDialTimeoutMs, ...o };
   }
 
   async start(): Promise<void> {
     // kubelet creates the directory (0750) so registrars can put their sockets there.
     await mkdir(this.#o.dir, { recursive: true, mode: 0o750 });
-    const loop = () => {
-      this.#timer = setTimeout(async () => {
-        this.#scanning = this.scanOnce();
-        await this.#scanning;
-        if (!this.#stopped) loop();
-      }, this.#o.periodMs);
-    };
-    this.#scanning = this.scanOnce();
-    await this.#scanning;
-    loop();
+    await this.#run();
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
+    for (const w of this.#watchers.values()) w.close();
+    this.#watchers.clear();
     await this.#scanning;
+  }
+
+  /** Scans now, or right after the running scan when one is running. */
+  #run(): Promise<void> {
+    if (this.#scanning) {
+      this.#again = true;
+      return this.#scanning;
+    }
+    this.#scanning = (async () => {
+      do {
+        this.#again = false;
+        try {
+          await this.scanOnce();
+        } catch (err) {
+          // scanOnce handles expected failures itself; this keeps the loop alive on a bug.
+          this.#o.logger.error({ err: (err as Error).message }, 'plugin watcher scan failed');
+        }
+      } while (this.#again && !this.#stopped);
+    })().finally(() => {
+      this.#scanning = undefined;
+      this.#schedule();
+    });
+    return this.#scanning;
+  }
+
+  /** The next scan: after `delay`, or the safety-net period, or when a failed socket's backoff ends. */
+  #schedule(delay?: number): void {
+    if (this.#stopped) return;
+    let wait = delay ?? this.#o.periodMs;
+    for (const s of this.#seen.values()) {
+      if (s.retryAt !== undefined) wait = Math.min(wait, Math.max(0, s.retryAt - Date.now()));
+    }
+    const at = Date.now() + wait;
+    if (this.#timer && this.#timerAt <= at) return;
+    clearTimeout(this.#timer);
+    this.#timerAt = at;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      void this.#run();
+    }, wait);
+    this.#timer.unref();
+  }
+
+  /** Watches exactly the directories of the last walk. */
+  #syncWatchers(dirs: Set<string>): void {
+    for (const [dir, w] of this.#watchers) {
+      if (!dirs.has(dir)) {
+        w.close();
+        this.#watchers.delete(dir);
+      }
+    }
+    if (this.#stopped) return;
+    let added = false;
+    for (const dir of dirs) {
+      if (this.#watchers.has(dir)) continue;
+      added = true;
+      try {
+        const w = watch(dir, { persistent: false }, () => this.#schedule(eventDebounceMs));
+        // A watched directory removed or unreadable: the next scan decides what to watch.
+        w.on('error', () => {
+          w.close();
+          if (this.#watchers.get(dir) === w) this.#watchers.delete(dir);
+          this.#schedule(eventDebounceMs);
+        });
+        this.#watchers.set(dir, w);
+      } catch (err) {
+        this.#o.logger.debug(
+          { dir, err: (err as Error).message },
+          'cannot watch plugin directory; the periodic scan covers it',
+        );
+      }
+    }
+    // A socket created in a new directory before its watch was set up: one more look.
+    if (added) this.#schedule(eventDebounceMs);
   }
 
   status(): PluginStatus[] {
@@ -98,7 +177,9 @@ export class PluginWatcher {
   /** One pass: register new or replaced sockets, deregister removed ones. */
   async scanOnce(): Promise<void> {
     const found = new Map<string, string>();
-    await this.#walk(this.#o.dir, found);
+    const dirs = new Set<string>();
+    await this.#walk(this.#o.dir, found, dirs);
+    this.#syncWatchers(dirs);
     const work: Promise<void>[] = [];
     for (const [socket, s] of this.#seen) {
       if (this.#busy.has(socket)) continue;
@@ -114,17 +195,22 @@ export class PluginWatcher {
       if (this.#seen.has(socket) || this.#busy.has(socket)) continue;
       this.#busy.add(socket);
       // Each socket registers on its own: one hanging plugin does not hold up the others.
-      void this.#register(socket, stamp).finally(() => this.#busy.delete(socket));
+      void this.#register(socket, stamp).finally(() => {
+        this.#busy.delete(socket);
+        // A failure's backoff decides when this socket is tried again.
+        this.#schedule();
+      });
     }
   }
 
-  async #walk(dir: string, found: Map<string, string>): Promise<void> {
+  async #walk(dir: string, found: Map<string, string>, dirs: Set<string>): Promise<void> {
     let names: string[];
     try {
       names = await readdir(dir);
     } catch {
       return;
     }
+    dirs.add(dir);
     for (const name of names) {
       // kubelet ignores dotfiles (and so editors' and atomic writers' temporaries).
       if (name.startsWith('.')) continue;
@@ -135,7 +221,7 @@ export class PluginWatcher {
       } catch {
         continue;
       }
-      if (st.isDirectory()) await this.#walk(path, found);
+      if (st.isDirectory()) await this.#walk(path, found, dirs);
       else if (st.isSocket()) found.set(path, `${st.ino}:${st.mtimeMs}`);
     }
   }

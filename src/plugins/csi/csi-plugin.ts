@@ -5,9 +5,10 @@
 // One SetUp does kubelet's WaitForAttach + MountDevice (NodeStageVolume,
 // once per volume and node, serialised per volume) + SetUp (NodePublishVolume);
 // TearDown does NodeUnpublishVolume and, when no pod directory refers to
-// the volume any more, NodeUnstageVolume. What a pod uses is read from the
-// vol_data.json files on disk, so the same answer holds after a restart.
-import { mkdir, readdir, rm, rmdir } from 'node:fs/promises';
+// the volume any more, NodeUnstageVolume. Which pods use a staged volume is
+// kept in memory (volume-index.ts), read from the vol_data.json files at
+// start, so the same answer holds after a restart.
+import { mkdir, rm, rmdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type {
   KubeConfig,
@@ -49,6 +50,7 @@ import {
   uniqueVolumeName,
   volDataKey,
 } from './vol-data.ts';
+import { VolumeIndex } from './volume-index.ts';
 
 /**
  * The Kubernetes client is loaded only when an API call is made (cluster mode):
@@ -219,6 +221,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
   const phases = new Map<string, string>();
 
   const pluginDir = () => host.getPluginDir(csiPluginName);
+  const index = new VolumeIndex(() => ({ podsDir: host.getPodsDir(), pluginDir: pluginDir() }));
   const podVolumeDir = (podUID: string, inner: string) => host.getPodVolumeDir(podUID, escapedName, inner);
   const kubeConfig = () => host.getKubeClient() as KubeConfig | undefined;
 
@@ -327,13 +330,17 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     return va.status.attachmentMetadata ?? {};
   }
 
-  /** kubelet's removeMountDir: the mount directory (if nothing is mounted there), its vol_data.json, the directory. */
+  /**
+   * kubelet's removeMountDir: the mount directory (if nothing is mounted there),
+   * its vol_data.json, the directory. rmdir itself is the mount check: the
+   * kernel refuses to remove a mount point (EBUSY), with no window between a
+   * look at the mount table and the removal, and never removes contents.
+   */
   async function removeMountDir(dir: string, mountDir: string): Promise<void> {
-    const mounter = host.getMounter();
-    if (await mounter.isMountPoint(mountDir).catch(() => false)) {
-      throw new VolumeError('StillMounted', `${mountDir} is still mounted; not removing it`);
-    }
     await rmdir(mountDir).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'EBUSY') {
+        throw new VolumeError('StillMounted', `${mountDir} is still mounted; not removing it`);
+      }
       if (err.code !== 'ENOENT') throw err;
     });
     await rm(join(dir, 'vol_data.json'), { force: true });
@@ -342,31 +349,31 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     });
   }
 
-  /** Every pod volume directory's vol_data.json that names driver^handle. */
-  async function podsUsing(driver: string, handle: string): Promise<string[]> {
-    const users: string[] = [];
-    const podsDir = host.getPodsDir();
-    for (const uid of await readdir(podsDir).catch(() => [] as string[])) {
-      const base = join(podsDir, uid, 'volumes', escapedName);
-      for (const inner of await readdir(base).catch(() => [] as string[])) {
-        const data = await loadVolumeData(join(base, inner)).catch(() => undefined);
-        if (data?.[volDataKey.driverName] === driver && data?.[volDataKey.volHandle] === handle) {
-          users.push(`${uid}/${inner}`);
-        }
-      }
-    }
-    return users;
+  /** A pod's publication is gone: its mount directory, its json and its entry in the index. */
+  async function removePublishDir(dir: string, target: string): Promise<void> {
+    await removeMountDir(dir, target);
+    index.removeUser(dir);
+  }
+
+  async function removeStagingDir(driver: string, handle: string): Promise<void> {
+    await removeMountDir(
+      stagingDataDir(pluginDir(), driver, handle),
+      stagingPath(pluginDir(), driver, handle),
+    );
+    index.removeStaged(driver, handle);
   }
 
   /** NodeUnstageVolume when no pod uses the volume, then globalmount and its json go. Holds the device lock. */
   async function unstageIfUnused(driver: string, handle: string): Promise<boolean> {
     const key = uniqueVolumeName(driver, handle);
+    await index.load();
     return deviceLock.run(key, async () => {
-      if ((await podsUsing(driver, handle)).length > 0) return false;
+      if ((await index.users(driver, handle)).length > 0) return false;
       const dataDir = stagingDataDir(pluginDir(), driver, handle);
       const data = await loadVolumeData(dataDir);
       if (!data) {
         staged.delete(key);
+        index.removeStaged(driver, handle);
         return false;
       }
       const client = clientFor(driver);
@@ -380,7 +387,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
         }
       }
       staged.delete(key);
-      await removeMountDir(dataDir, globalmount);
+      await removeStagingDir(driver, handle);
       return true;
     });
   }
@@ -421,6 +428,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     }
 
     async #setUpAt(target: string, args: MounterArgs, phase: (p: string) => void): Promise<void> {
+      await index.load();
       const pod = this.#pod;
       const ns = pod.metadata?.namespace ?? 'default';
       const src = sourceOf(this.#spec, this.#uid, ns);
@@ -479,6 +487,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
           [volDataKey.attachmentID]: attachmentName(src.handle, src.driver, node),
           [volDataKey.volumeLifecycleMode]: src.mode,
         });
+        index.addUser(dir, src.driver, src.handle);
       });
 
       phase('publishing');
@@ -513,7 +522,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       } catch (err) {
         const e = rpcError('NodePublishVolume', err);
         // The driver finished and refused: nothing is mounted, so the directory and its json go.
-        if (isFinalError(err)) await removeMountDir(dir, target).catch(() => {});
+        if (isFinalError(err)) await removePublishDir(dir, target).catch(() => {});
         throw e;
       }
       await this.#expandIfPending(client, src, caps, capability, target, globalmount);
@@ -608,6 +617,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
         [volDataKey.volHandle]: src.handle,
         [volDataKey.driverName]: src.driver,
       });
+      index.addStaged(src.driver, src.handle);
       if (!caps.has('STAGE_UNSTAGE_VOLUME')) return;
       await mkdir(globalmount, { recursive: true, mode: 0o750 });
       const secrets = await secretData(src.stageSecretRef);
@@ -622,7 +632,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
         });
       } catch (err) {
         // Final: nothing is staged, remove what we made. Uncertain: keep it, so a teardown unstages.
-        if (isFinalError(err)) await removeMountDir(dataDir, globalmount).catch(() => {});
+        if (isFinalError(err)) await removeStagingDir(src.driver, src.handle).catch(() => {});
         throw rpcError('NodeStageVolume', err);
       }
     }
@@ -688,9 +698,11 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     }
 
     async tearDownAt(target: string): Promise<void> {
+      await index.load();
       const dir = dirname(target);
       const data = await loadVolumeData(dir);
       if (!data) {
+        index.removeUser(dir);
         // Nothing was published (or a final error already cleaned up): only an empty directory can be left.
         if (
           await host
@@ -713,7 +725,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       } catch (err) {
         throw rpcError('NodeUnpublishVolume', err);
       }
-      await removeMountDir(dir, target);
+      await removePublishDir(dir, target);
       if (data[volDataKey.volumeLifecycleMode] !== 'Ephemeral') await unstageIfUnused(driver, handle);
     }
   }
@@ -742,14 +754,11 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       return { volume: { name: inner }, readOnly: false };
     },
     async cleanupOrphanedStagedVolumes() {
+      await index.load();
       const done: string[] = [];
-      for (const driver of await readdir(pluginDir()).catch(() => [] as string[])) {
-        for (const hash of await readdir(join(pluginDir(), driver)).catch(() => [] as string[])) {
-          const data = await loadVolumeData(join(pluginDir(), driver, hash)).catch(() => undefined);
-          const handle = data?.[volDataKey.volHandle];
-          if (!handle || data?.[volDataKey.driverName] !== driver || !o.drivers.get(driver)) continue;
-          if (await unstageIfUnused(driver, handle)) done.push(uniqueVolumeName(driver, handle));
-        }
+      for (const { driver, handle } of index.staged()) {
+        if (index.hasUsers(driver, handle) || !o.drivers.get(driver)) continue;
+        if (await unstageIfUnused(driver, handle)) done.push(uniqueVolumeName(driver, handle));
       }
       return done;
     },

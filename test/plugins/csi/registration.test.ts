@@ -51,7 +51,8 @@ async function setup(t: TestContext, name = 'test.csi.podvol.io') {
     dir: registry,
     handlers: { CSIPlugin: handler },
     logger,
-    periodMs: 50,
+    // No periodic scan within a test's life: every registration here comes from an inotify event.
+    periodMs: 3_600_000,
   });
   await watcher.start();
   t.after(() => watcher.stop());
@@ -104,6 +105,32 @@ test('sockets in subdirectories register; dotfiles and plain files are ignored',
   assert.deepEqual(
     s.drivers.list().map((d) => d.name),
     ['test.csi.podvol.io'],
+  );
+});
+
+test('without a periodic scan: a socket in a directory tree made after start registers, and re-registers when replaced', async (t) => {
+  const s = await setup(t);
+  const deep = join(s.registry, 'a', 'b');
+  await mkdir(deep, { recursive: true });
+  const first = await startTestRegistrar({
+    registrationDir: deep,
+    driverName: 'test.csi.podvol.io',
+    endpoint: s.driver.socket,
+  });
+  assert.equal((await first.status).plugin_registered, true);
+  await first.stop();
+  await waitFor('driver deregistered', async () => s.drivers.get('test.csi.podvol.io') === undefined);
+  // The registrar restarted: a new socket at the same path.
+  const again = await startTestRegistrar({
+    registrationDir: deep,
+    driverName: 'test.csi.podvol.io',
+    endpoint: s.driver.socket,
+  });
+  t.after(() => again.stop());
+  assert.equal((await again.status).plugin_registered, true);
+  assert.equal(
+    s.drivers.get('test.csi.podvol.io')?.registrationSocket,
+    join(deep, 'test.csi.podvol.io-reg.sock'),
   );
 });
 

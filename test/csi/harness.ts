@@ -1,0 +1,119 @@
+// The CSI plugin in this process, with the real mounter, a volume host on a
+// temp root and the test driver (real gRPC, real mounts) registered by hand:
+// for plugin tests and bench/csi.bench.ts, which need the plugin's own
+// behaviour without a daemon around it. Mounts: run inside a private mount
+// namespace.
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { V1CSIDriver, V1Pod } from '@kubernetes/client-node';
+import pino from 'pino';
+import { createLinuxMounter } from '../../src/mount/linux.ts';
+import { type CSIPlugin, csiPlugin } from '../../src/plugins/csi/csi-plugin.ts';
+import { DriversStore } from '../../src/plugins/csi/drivers.ts';
+import { VolumePluginMgr } from '../../src/plugins/plugin-manager.ts';
+import type { Spec } from '../../src/plugins/types.ts';
+import { type ClusterBackend, createVolumeHost } from '../../src/volumehost/host.ts';
+import { type DriverConfig, startTestDriver, type TestDriver, writeDriverConfig } from './driver.ts';
+
+export interface HarnessOptions {
+  driverName?: string;
+  driver?: Partial<DriverConfig>;
+  /** The CSIDriver object's spec (default attachRequired: false). */
+  csiDriver?: V1CSIDriver['spec'];
+  /** Per-call deadline of the plugin (kubelet: 2 min). */
+  timeoutMs?: number;
+  cluster?: ClusterBackend;
+}
+
+export interface Harness {
+  root: string;
+  stateDir: string;
+  driverName: string;
+  driver: TestDriver;
+  drivers: DriversStore;
+  /** A fresh plugin on the same root and driver: what a restarted podvol has. */
+  newPlugin(): CSIPlugin;
+  plugin: CSIPlugin;
+  stop(): Promise<void>;
+}
+
+export async function startHarness(base: string, o: HarnessOptions = {}): Promise<Harness> {
+  const driverName = o.driverName ?? 'harness.csi.podvol.io';
+  const root = join(base, 'root');
+  const stateDir = join(base, 'driver');
+  mkdirSync(join(root, 'plugins', driverName), { recursive: true });
+  writeDriverConfig(stateDir, {
+    name: driverName,
+    nodeID: 'n1',
+    capabilities: ['STAGE_UNSTAGE_VOLUME'],
+    ...o.driver,
+  });
+  const driver = await startTestDriver(join(root, 'plugins', driverName, 'csi.sock'), stateDir);
+  const drivers = new DriversStore();
+  drivers.set({ name: driverName, endpoint: driver.socket, version: '1.0.0', registrationSocket: '' });
+  const csiDriverObject: V1CSIDriver = {
+    metadata: { name: driverName },
+    spec: o.csiDriver ?? { attachRequired: false },
+  };
+  const newPlugin = () => {
+    const pluginMgr = new VolumePluginMgr();
+    const host = createVolumeHost({
+      rootDir: root,
+      nodeName: 'harnessnode',
+      mounter: createLinuxMounter({ systemd: 'off' }),
+      pluginMgr,
+      logger: pino({ level: 'silent' }),
+      cluster: {
+        csiDrivers: {
+          get: (name) => (name === driverName ? csiDriverObject : undefined),
+          list: () => [csiDriverObject],
+          hasSynced: () => true,
+          waitForCacheSync: async () => {},
+        },
+        ...o.cluster,
+      },
+    });
+    const plugin = csiPlugin({ drivers, timeoutMs: o.timeoutMs });
+    pluginMgr.initPlugins([plugin], host);
+    return plugin;
+  };
+  return {
+    root,
+    stateDir,
+    driverName,
+    driver,
+    drivers,
+    newPlugin,
+    plugin: newPlugin(),
+    stop: () => driver.stop(),
+  };
+}
+
+/** Pod `p<pod>` using claim c<pv>, bound to PersistentVolume pv-<pv> (handle vol-<pv>): two pods share a volume with the same `pv`. */
+export function claimVolume(
+  h: Pick<Harness, 'driverName'>,
+  pod: number,
+  pv = pod,
+  o: { fsType?: string; capacity?: string; handle?: string } = {},
+): { pod: V1Pod; spec: Spec; inner: string; uid: string; handle: string } {
+  const uid = `00000000-0000-4000-8000-${String(pod).padStart(12, '0')}`;
+  const handle = o.handle ?? `vol-${pv}`;
+  return {
+    uid,
+    handle,
+    inner: `pv-${pv}`,
+    pod: { metadata: { name: `p${pod}`, namespace: 'default', uid } },
+    spec: {
+      volume: { name: 'data', persistentVolumeClaim: { claimName: `c${pv}` } },
+      persistentVolume: {
+        metadata: { name: `pv-${pv}` },
+        spec: {
+          accessModes: ['ReadWriteOnce'],
+          ...(o.capacity ? { capacity: { storage: o.capacity } } : {}),
+          csi: { driver: h.driverName, volumeHandle: handle, ...(o.fsType ? { fsType: o.fsType } : {}) },
+        },
+      },
+      readOnly: false,
+    },
+  };
+}
