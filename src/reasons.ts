@@ -17,6 +17,7 @@ export const volumeReasons = {
   InvalidHostPathType: 'a hostPath type that does not exist',
   InvalidField: 'any other malformed field of a volume source',
   UnknownPlugin: 'a volume on disk whose plugin podvol does not have',
+  TooManyVolumes: 'the pod has more volumes than podvol sets up for one pod (1,024); none of them is set up',
   // hostPath.
   HostPathNotFound: 'the hostPath does not exist (and its type does not create it)',
   HostPathTypeMismatch: 'the hostPath exists but is not of the declared type',
@@ -99,7 +100,11 @@ export const sourceReasons = {
   DuplicateUID: 'two manifest pods have the same UID',
   DuplicatePod: 'two manifest pods have the same namespace and name',
   ReadError: 'a manifest file or the manifest directory cannot be read',
-  FileTooLarge: 'a manifest file is larger than the limit',
+  FileTooLarge: 'a manifest file is larger than the limit (10 MiB, as kubelet)',
+  DocumentTooLarge:
+    'a manifest document is larger than the limit (1.5 MiB, the largest object etcd stores by default)',
+  TooDeeplyNested: 'a manifest document nests maps and lists deeper than the limit (64 levels)',
+  TooManyVolumes: 'a manifest pod has more volumes than the limit (1,024)',
   StaticPodAPIReference:
     'in cluster mode, a static pod may not use secrets, configMaps, service account tokens, claims or trust bundles (as the API server refuses mirror pods that do)',
   Unauthorized: 'the API server rejected the credentials',

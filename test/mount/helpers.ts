@@ -60,6 +60,9 @@ export function fuseAvailable(): boolean {
  * the mount blocks (a hung filesystem, like a dead NFS server); once it is
  * closed the connection is aborted and every access fails with ENOTCONN (a
  * corrupted mount). Returns a function that closes the fd.
+ * `mount -i`: never run a /sbin/mount.<type> helper. With Debian's `fuse`
+ * package installed (bindfs pulls it in) `mount.fuse` would take over every
+ * `-t fuse.<name>` and fail on our made-up subtype.
  */
 export function mountDaemonlessFuse(t: TestContext, dir: string): { kill(): void } {
   const fd = openSync('/dev/fuse', 'r+');
@@ -71,7 +74,7 @@ export function mountDaemonlessFuse(t: TestContext, dir: string): { kill(): void
   t.after(kill);
   const r = spawnSync(
     'mount',
-    ['-t', 'fuse.podvoltest', '-o', 'fd=3,rootmode=40000,user_id=0,group_id=0', 'podvoltest', dir],
+    ['-i', '-t', 'fuse.podvoltest', '-o', 'fd=3,rootmode=40000,user_id=0,group_id=0', 'podvoltest', dir],
     { stdio: ['ignore', 'pipe', 'pipe', fd], encoding: 'utf8', timeout: 10_000 },
   );
   if (r.status !== 0) {

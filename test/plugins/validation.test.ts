@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
-import { usedVolumeNames, validatePodVolumes } from '../../src/plugins/validation.ts';
+import { MAX_VOLUMES_PER_POD, usedVolumeNames, validatePodVolumes } from '../../src/plugins/validation.ts';
 
 function pod(volumes: unknown[], mounts: { name: string; subPath?: string }[] = []): V1Pod {
   return {
@@ -30,6 +30,18 @@ function only(p: V1Pod, key: string) {
 }
 
 describe('validatePodVolumes', () => {
+  test(`a pod with more than ${MAX_VOLUMES_PER_POD} volumes: every volume fails with TooManyVolumes`, () => {
+    const vols = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `v${i}`, emptyDir: {} }));
+    assert.equal(validatePodVolumes(pod(vols(MAX_VOLUMES_PER_POD))).size, 0);
+    const problems = validatePodVolumes(pod([...vols(MAX_VOLUMES_PER_POD), { name: '' }]));
+    assert.equal(problems.size, MAX_VOLUMES_PER_POD + 1);
+    assert.ok(problems.has(`spec.volumes[${MAX_VOLUMES_PER_POD}]`));
+    for (const p of problems.values()) {
+      assert.equal(p.reason, 'TooManyVolumes');
+      assert.equal(p.nodeOnly, undefined);
+    }
+  });
+
   test('valid volumes of every common kind produce no problems', () => {
     const p = pod([
       { name: 'scratch', emptyDir: {} },

@@ -4,10 +4,10 @@
 // defaulted as the API server would. A bad document never stops the others.
 import { createHash } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
+import { Composer, Lexer, Parser, type YAMLError } from 'yaml';
 import { isObj, type Obj, q } from '../../plugins/util/field-errors.ts';
 import { validateDNS1123Label, validateDNS1123Subdomain } from '../../plugins/util/names.ts';
-import { validatePodVolumes } from '../../plugins/validation.ts';
+import { tooManyVolumes, validatePodVolumes } from '../../plugins/validation.ts';
 import type { SourceReason } from '../../reasons.ts';
 import { canonicalJSON } from '../volumemanager/reconciler.ts';
 import { defaultPod } from './defaults.ts';
@@ -15,6 +15,18 @@ import type { SourceError } from './types.ts';
 
 /** kubelet's maxConfigLength for a manifest file. */
 export const MAX_MANIFEST_BYTES = 10 * 1024 * 1024;
+/**
+ * The largest manifest document podvol parses: etcd's default request limit
+ * (1.5 MiB), so no pod larger than this exists in any cluster. Parsing YAML
+ * costs many times its size in memory; this bounds what one document costs.
+ */
+export const MAX_DOCUMENT_BYTES = 1.5 * 1024 * 1024;
+/**
+ * The deepest nesting of maps and lists a manifest document may have. The
+ * deepest pod field (affinity's matchExpressions values) is 11 levels down;
+ * a 400 KB document of nested lists cost 470 MB to parse (issue 15, finding 5).
+ */
+export const MAX_NESTING_DEPTH = 64;
 
 export const CONFIG_SOURCE_ANNOTATION = 'kubernetes.io/config.source';
 export const CONFIG_HASH_ANNOTATION = 'kubernetes.io/config.hash';
@@ -172,11 +184,108 @@ function applyStaticDefaults(doc: Obj, nodeName: string, file: string): V1Pod {
 interface Doc {
   index: number;
   value?: unknown;
-  parseError?: string;
+  /** Why the document is refused before it is a value (ParseError, DocumentTooLarge, TooDeeplyNested). */
+  refused?: { reason: SourceReason; message: string };
 }
 
 function firstLine(s: string): string {
   return s.split('\n')[0].trim().replace(/:$/, '');
+}
+
+const parseError = (index: number, message: string): Doc => ({
+  index,
+  refused: { reason: 'ParseError', message },
+});
+
+const tooLarge = (index: number): Doc => ({
+  index,
+  refused: {
+    reason: 'DocumentTooLarge',
+    message: `document is larger than the limit of ${MAX_DOCUMENT_BYTES} bytes`,
+  },
+});
+
+const tooDeep = (index: number): Doc => ({
+  index,
+  refused: {
+    reason: 'TooDeeplyNested',
+    message: `document nests maps and lists deeper than the limit of ${MAX_NESTING_DEPTH} levels`,
+  },
+});
+
+/** How deep JSON text nests objects and arrays, counted without parsing it; stops past `max`. */
+function jsonDepth(text: string, max: number): number {
+  let depth = 0;
+  let deepest = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c)
+        i++; // backslash: skip the escaped character
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > deepest && (deepest = depth) > max) return deepest;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return deepest;
+}
+
+class LimitExceeded extends Error {
+  readonly kind: 'size' | 'depth';
+  constructor(kind: 'size' | 'depth') {
+    super(kind);
+    this.kind = kind;
+  }
+}
+
+const COLLECTIONS = new Set(['block-map', 'block-seq', 'flow-collection']);
+
+/**
+ * yaml's parser, one lexical token at a time, refusing a document that grows
+ * past MAX_DOCUMENT_BYTES or nests deeper than MAX_NESTING_DEPTH while it is
+ * read: the limit is hit before the document's tree is built, so a hostile
+ * document costs what its first MAX_NESTING_DEPTH levels cost.
+ */
+function* limitedTokens(parser: Parser, text: string) {
+  for (const lexeme of new Lexer().lex(text, false)) {
+    yield* parser.next(lexeme);
+    const stack = parser.stack;
+    const doc = stack[0];
+    if (doc?.type === 'document' && parser.offset - doc.offset > MAX_DOCUMENT_BYTES)
+      throw new LimitExceeded('size');
+    // The stack holds the document and a scalar or two besides the collections.
+    if (
+      stack.length > MAX_NESTING_DEPTH &&
+      stack.filter((t) => COLLECTIONS.has(t.type)).length > MAX_NESTING_DEPTH
+    )
+      throw new LimitExceeded('depth');
+  }
+  yield* parser.end();
+}
+
+/**
+ * A YAML error's first line and where it is (`at line L, column C`, as yaml's
+ * prettyErrors says), never the source line itself: it may hold a secret.
+ */
+function yamlError(err: YAMLError, text: string, start: number): string {
+  const msg = `invalid YAML: ${firstLine(err.message)}`;
+  if (err.pos[0] < 0) return msg;
+  const at = start + err.pos[0];
+  const lineStart = text.lastIndexOf('\n', at - 1) + 1;
+  let line = 1;
+  for (let i = text.indexOf('\n'); i !== -1 && i < lineStart; i = text.indexOf('\n', i + 1)) line++;
+  return `${msg} at line ${line}, column ${at - lineStart + 1}`;
+}
+
+/** The first line at or after `offset` that starts a new document (`---`), or -1. */
+function nextDocumentStart(text: string, offset: number): number {
+  const re = /^---(?:[ \t\r\n]|$)/gm;
+  re.lastIndex = offset;
+  // A match at `offset` itself is the refused document's own marker.
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) if (m.index > offset) return m.index;
+  return -1;
 }
 
 // Strict JSON first for .json files and text that looks like JSON: its errors
@@ -185,40 +294,64 @@ function firstLine(s: string): string {
 function splitDocuments(text: string, file: string): Doc[] {
   const trimmed = text.trimStart();
   if (file.endsWith('.json') || trimmed.startsWith('{')) {
+    // One JSON document: its limits are checked before JSON.parse builds anything.
+    if (text.length > MAX_DOCUMENT_BYTES) return [tooLarge(1)];
+    if (jsonDepth(text, MAX_NESTING_DEPTH) > MAX_NESTING_DEPTH) return [tooDeep(1)];
     try {
       return [{ index: 1, value: JSON.parse(text) }];
     } catch (err) {
       if (file.endsWith('.json')) {
         // V8 quotes a slice of the input after the comma; the document may hold secrets.
         const msg = (err as Error).message.replace(/,\s*(?:\.\.\.)?".*$/s, '');
-        return [{ index: 1, parseError: `invalid JSON: ${firstLine(msg)}` }];
+        return [parseError(1, `invalid JSON: ${firstLine(msg)}`)];
       }
     }
   }
-  const parsed = parseAllDocuments(text, {
-    version: '1.1',
-    // Keep timestamps as strings: Go's YAML → JSON conversion does.
-    customTags: (tags) =>
-      tags.filter((t) =>
-        typeof t === 'string' ? t !== 'timestamp' : t.tag !== 'tag:yaml.org,2002:timestamp',
-      ),
-  });
-  // An empty stream is an empty array that may still carry stream-level errors.
-  const streamErrors = (parsed as { errors?: { message: string }[] }).errors ?? [];
-  if (parsed.length === 0 && streamErrors.length > 0) {
-    return [{ index: 1, parseError: `invalid YAML: ${firstLine(streamErrors[0].message)}` }];
-  }
-  const docs = [...parsed];
-  return docs.map((d, i) => {
-    if (d.errors.length > 0)
-      return { index: i + 1, parseError: `invalid YAML: ${firstLine(d.errors[0].message)}` };
-    if (d.contents === null) return { index: i + 1 };
+  const out: Doc[] = [];
+  let start = 0;
+  while (start !== -1) {
+    const rest = start === 0 ? text : text.slice(start);
+    const parser = new Parser();
+    const composer = new Composer({
+      version: '1.1',
+      // Keep timestamps as strings: Go's YAML → JSON conversion does.
+      customTags: (tags) =>
+        tags.filter((t) =>
+          typeof t === 'string' ? t !== 'timestamp' : t.tag !== 'tag:yaml.org,2002:timestamp',
+        ),
+    });
+    const before = out.length;
+    const add = (d: ReturnType<Composer['end']> extends Generator<infer D> ? D : never) => {
+      const index = out.length + 1;
+      if (d.errors.length > 0) out.push(parseError(index, yamlError(d.errors[0], text, start)));
+      else if (d.contents === null) out.push({ index });
+      else {
+        try {
+          out.push({ index, value: d.toJS({ maxAliasCount: 100 }) });
+        } catch (err) {
+          out.push(parseError(index, `invalid YAML: ${firstLine((err as Error).message)}`));
+        }
+      }
+    };
     try {
-      return { index: i + 1, value: d.toJS({ maxAliasCount: 100 }) };
+      for (const d of composer.compose(limitedTokens(parser, rest), true, rest.length)) add(d);
+      // An empty stream yields no document but may still carry stream-level errors.
+      const streamErrors = composer.streamInfo().errors;
+      if (out.length === before && streamErrors.length > 0)
+        out.push(parseError(out.length + 1, yamlError(streamErrors[0], text, start)));
+      return out;
     } catch (err) {
-      return { index: i + 1, parseError: `invalid YAML: ${firstLine((err as Error).message)}` };
+      if (!(err instanceof LimitExceeded)) throw err;
+      // The documents before the refused one count (the composer still holds the
+      // last of them); parsing resumes at the next `---`.
+      for (const d of composer.end()) add(d);
+      const index = out.length + 1;
+      out.push(err.kind === 'size' ? tooLarge(index) : tooDeep(index));
+      const refusedAt = start + (parser.stack[0]?.offset ?? 0);
+      start = nextDocumentStart(text, Math.max(refusedAt, start));
     }
-  });
+  }
+  return out;
 }
 
 /**
@@ -243,8 +376,8 @@ export function parseManifestFile(text: string, file: string, nodeName: string):
         message,
       });
     };
-    if (doc.parseError !== undefined) {
-      err('ParseError', doc.parseError);
+    if (doc.refused !== undefined) {
+      err(doc.refused.reason, doc.refused.message);
       continue;
     }
     const v = doc.value;
@@ -290,6 +423,11 @@ export function parseManifestFile(text: string, file: string, nodeName: string):
     // kubelet validates a decoded manifest whole (ValidatePodCreate): a pod with an
     // invalid volume is refused as a pod, so none of its volumes is ever set up.
     // Problems only a node refuses (a disabled plugin, a NUL byte) fail just that volume.
+    const tooMany = tooManyVolumes(pod);
+    if (tooMany) {
+      err('TooManyVolumes', `invalid pod: ${tooMany.message}`, ns, name);
+      continue;
+    }
     const volumeProblems = [...validatePodVolumes(pod).values()].filter((p) => !p.nodeOnly);
     if (volumeProblems.length > 0) {
       err('InvalidPod', `invalid pod: ${volumeProblems.map((p) => p.message).join('; ')}`, ns, name);

@@ -3,9 +3,12 @@ import { describe, test } from 'node:test';
 import {
   CONFIG_HASH_ANNOTATION,
   CONFIG_SOURCE_ANNOTATION,
+  MAX_DOCUMENT_BYTES,
   MAX_MANIFEST_BYTES,
+  MAX_NESTING_DEPTH,
   parseManifestFile,
 } from '../../../src/agent/pods/manifest.ts';
+import { MAX_VOLUMES_PER_POD } from '../../../src/plugins/validation.ts';
 
 const pod = (name: string, extra = '') => `apiVersion: v1
 kind: Pod
@@ -249,6 +252,88 @@ spec:
 
   test('the manifest size cap is kubelet’s 10 MiB', () => {
     assert.equal(MAX_MANIFEST_BYTES, 10 * 1024 * 1024);
+  });
+});
+
+// Issue 15, finding 5: a 400 KB document of nested lists cost 470 MB to parse.
+describe('manifest limits (refused while parsing, the other documents still count)', () => {
+  const reasons = (text: string, file = '/m/a.yaml') => {
+    const { pods, errors } = parseManifestFile(text, file, 'n');
+    return {
+      pods: pods.map((p) => p.metadata?.name),
+      errors: errors.map((e) => [e.document, e.reason]),
+    };
+  };
+
+  test('400 KB of nested flow lists: TooDeeplyNested, documents before and after are read', () => {
+    const deep = `x: ${'['.repeat(200_000)}${']'.repeat(200_000)}\n`;
+    assert.deepEqual(reasons(`${pod('a')}---\n${deep}---\n${pod('b')}`), {
+      pods: ['a-n', 'b-n'],
+      errors: [[2, 'TooDeeplyNested']],
+    });
+  });
+
+  test('nested block lists and indented maps are counted too', () => {
+    assert.deepEqual(reasons(`${'- '.repeat(100_000)}x\n---\n${pod('b')}`), {
+      pods: ['b-n'],
+      errors: [[1, 'TooDeeplyNested']],
+    });
+    let text = '';
+    for (let i = 0; i <= MAX_NESTING_DEPTH; i++) text += `${' '.repeat(i)}k:\n`;
+    assert.deepEqual(reasons(`${text}${' '.repeat(MAX_NESTING_DEPTH + 1)}v\n`).errors, [
+      [1, 'TooDeeplyNested'],
+    ]);
+  });
+
+  test('nesting up to the limit is fine', () => {
+    const lists = '['.repeat(MAX_NESTING_DEPTH - 1) + ']'.repeat(MAX_NESTING_DEPTH - 1);
+    // The pod's own map is the first level.
+    assert.deepEqual(reasons(`${pod('a')}x: ${lists}\n`), { pods: ['a-n'], errors: [] });
+  });
+
+  test('deep JSON is refused before JSON.parse', () => {
+    const json = `{"a":${'['.repeat(200_000)}${']'.repeat(200_000)}}`;
+    assert.deepEqual(reasons(json, '/m/a.json'), { pods: [], errors: [[1, 'TooDeeplyNested']] });
+    // Brackets inside strings are not nesting.
+    const ok = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'j', annotations: { a: '['.repeat(1000) } },
+      spec: { containers: [{ name: 'c', image: 'i' }] },
+    });
+    assert.deepEqual(reasons(ok, '/m/a.json'), { pods: ['j-n'], errors: [] });
+  });
+
+  test('a document over 1.5 MiB: DocumentTooLarge, the next document is read', () => {
+    assert.equal(MAX_DOCUMENT_BYTES, 1.5 * 1024 * 1024);
+    const big = `${pod('a')}  x: "${'a'.repeat(MAX_DOCUMENT_BYTES)}"\n`;
+    assert.deepEqual(reasons(`${big}---\n${pod('b')}`), { pods: ['b-n'], errors: [[1, 'DocumentTooLarge']] });
+    const json = JSON.stringify({ kind: 'Pod', x: 'a'.repeat(MAX_DOCUMENT_BYTES) });
+    assert.deepEqual(reasons(json, '/m/a.json').errors, [[1, 'DocumentTooLarge']]);
+  });
+
+  test(`a pod with more than ${MAX_VOLUMES_PER_POD} volumes: TooManyVolumes, one message`, () => {
+    const manifest = (n: number) =>
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'many' },
+        spec: {
+          containers: [{ name: 'c', image: 'i' }],
+          volumes: Array.from({ length: n }, (_, i) => ({ name: `v${i}`, emptyDir: {} })),
+        },
+      });
+    assert.deepEqual(reasons(manifest(MAX_VOLUMES_PER_POD), '/m/a.json'), { pods: ['many-n'], errors: [] });
+    const { errors } = parseManifestFile(manifest(MAX_VOLUMES_PER_POD + 1), '/m/a.json', 'n');
+    assert.deepEqual(
+      errors.map((e) => [e.reason, e.message]),
+      [
+        [
+          'TooManyVolumes',
+          `invalid pod: spec.volumes: Too many: ${MAX_VOLUMES_PER_POD + 1}: must have at most ${MAX_VOLUMES_PER_POD} items (podvol's limit per pod)`,
+        ],
+      ],
+    );
   });
 });
 
