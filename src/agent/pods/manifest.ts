@@ -226,7 +226,9 @@ function jsonDepth(text: string, max: number): number {
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x5b || c === 0x7b) {
-      if (++depth > deepest && (deepest = depth) > max) return deepest;
+      depth++;
+      deepest = Math.max(deepest, depth);
+      if (deepest > max) return deepest;
     } else if (c === 0x5d || c === 0x7d) depth--;
   }
   return deepest;
