@@ -38,6 +38,8 @@ export interface RunOptions {
   teardownSettlePeriodMs?: number;
   /** kubelet's --sync-frequency: how often remount-requiring volumes are re-rendered. */
   syncFrequencyMs?: number;
+  /** kubelet's --volume-stats-agg-period: how often emptyDir usage is measured; 0 disables it. */
+  volumeStatsAggPeriodMs?: number;
   /** mount-utils' systemd-run --scope wrapping: 'auto' probes for systemd, 'off' never wraps. */
   systemdScope?: 'auto' | 'off';
   /** TLS, authentication and authorization of a non-loopback listener (kubelet's flags). */
@@ -165,6 +167,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     cleanSubPaths: (uid, volume) => subPaths.cleanSubPaths(uid, volume),
     metrics,
     resyncPeriodMs: o.syncFrequencyMs,
+    volumeStatsPeriodMs: o.volumeStatsAggPeriodMs,
     settlePeriodMs: o.teardownSettlePeriodMs,
     maxConcurrentOperations: o.maxConcurrentOperations,
     claims: o.cluster?.claims,

@@ -9,6 +9,7 @@ import { createLogger, type LogFormat } from '../agent/logger.ts';
 import { claimRootDir, RootDirError } from '../agent/root-dir.ts';
 import { lockRootDir, RootDirLockedError } from '../agent/root-lock.ts';
 import { resolveGroup } from '../agent/runtime/group.ts';
+import { VOLUME_STATS_PERIOD_MS } from '../agent/volumemanager/context.ts';
 import { version } from '../version.ts';
 import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
 import { EXIT_FAILURE, setExitCode, usageError } from './command.ts';
@@ -49,6 +50,8 @@ export interface RunFlags extends AccessFlags {
   logFormat: LogFormat;
   /** Milliseconds. */
   syncFrequency: number;
+  /** Milliseconds; 0 disables emptyDir usage measurement. */
+  volumeStatsAggPeriod: number;
   systemdScope: 'auto' | 'off';
   runtimeSocket: string;
   runtimeSocketGroup?: number;
@@ -140,6 +143,7 @@ export async function run(flags: RunFlags): Promise<number> {
     podManifestPath: flags.podManifestPath,
     listen: flags.listen,
     syncFrequencyMs: flags.syncFrequency,
+    volumeStatsAggPeriodMs: flags.volumeStatsAggPeriod,
     systemdScope: flags.systemdScope,
     access: toAccessOptions(flags),
     hostRoot: flags.hostRoot,
@@ -195,6 +199,15 @@ export function runCommand(program: Command): void {
         .env('PODVOL_SYNC_FREQUENCY')
         .default(60_000, formatDuration(60_000))
         .argParser(durationArg('--sync-frequency')),
+    )
+    .addOption(
+      new Option(
+        '--volume-stats-agg-period <duration>',
+        'how often emptyDir usage is measured for /status and sizeLimit (kubelet\'s flag; 0s disables it)',
+      )
+        .env('PODVOL_VOLUME_STATS_AGG_PERIOD')
+        .default(VOLUME_STATS_PERIOD_MS, formatDuration(VOLUME_STATS_PERIOD_MS))
+        .argParser(durationArg('--volume-stats-agg-period', 0)),
     )
     .addOption(runtimeSocketOption().argParser(asSocketPath))
     .addOption(

@@ -17,6 +17,7 @@ const envNames = [
   'PODVOL_SYNC_FREQUENCY',
   'PODVOL_CONFIG',
   'PODVOL_LOG_FORMAT',
+  'PODVOL_VOLUME_STATS_AGG_PERIOD',
 ];
 
 /** Parses `podvol run <args>` and returns the flags the action would get; throws a usage error's message. */
@@ -48,6 +49,18 @@ async function parseRun(t: TestContext, args: string[], env: Record<string, stri
   }
   return flags!;
 }
+
+test('--volume-stats-agg-period is kubelet\'s flag: 1m0s by default, a duration, 0s disables', async (t) => {
+  assert.equal((await parseRun(t, [])).volumeStatsAggPeriod, 60_000);
+  assert.equal((await parseRun(t, ['--volume-stats-agg-period', '5m'])).volumeStatsAggPeriod, 300_000);
+  assert.equal((await parseRun(t, ['--volume-stats-agg-period', '0s'])).volumeStatsAggPeriod, 0);
+  assert.equal(
+    (await parseRun(t, [], { PODVOL_VOLUME_STATS_AGG_PERIOD: '30s' })).volumeStatsAggPeriod,
+    30_000,
+  );
+  await assert.rejects(parseRun(t, ['--volume-stats-agg-period', '60']), /missing unit/);
+  await assert.rejects(parseRun(t, ['--volume-stats-agg-period', '-1m']), /invalid duration|at least/);
+});
 
 test('--sync-frequency takes kubelet durations (1m0s, 90s) and refuses a bare number', async (t) => {
   assert.equal((await parseRun(t, [])).syncFrequency, 60_000);

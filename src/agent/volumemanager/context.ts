@@ -12,6 +12,13 @@ import type { DesiredStateOfWorld } from './desired-state.ts';
 import type { OperationExecutor } from './operation-executor.ts';
 import type { Terminating } from './status.ts';
 
+/**
+ * kubelet's --volume-stats-agg-period default: emptyDir usage is measured at
+ * most this often (volume-stats.ts). Here, in a module without imports, so
+ * the CLI shows the default without loading the plugins.
+ */
+export const VOLUME_STATS_PERIOD_MS = 60_000;
+
 export interface VolumeManagerMetrics {
   operation(plugin: string, operation: 'volume_mount' | 'volume_unmount', ok: boolean, seconds: number): void;
   operationError(operation: string, reason: VolumeReason): void;

@@ -50,7 +50,7 @@ export interface VolumeManagerOptions {
   housekeeping?: () => Promise<void>;
   /** The step a running SetUp is at, for /status (the CSI plugin's attaching, staging, publishing). */
   phaseOf?: (podUID: string, innerName: string, pluginName: string) => string | undefined;
-  /** How often emptyDir usage is measured (kubelet's volume stats period, 1 min). */
+  /** How often emptyDir usage is measured (kubelet's --volume-stats-agg-period, 1 min); 0 disables it. */
   volumeStatsPeriodMs?: number;
   /** See VolumeManagerContext: the runtime contract's hold on pods no longer desired. */
   heldPod?: (uid: string) => Terminating | undefined;

@@ -1,15 +1,14 @@
 // emptyDir usage, as kubelet's volume stats provider measures it for eviction
-// (du over the volume, at most once per volume stats period, 1 min by default):
+// (du over the volume, at most once per volume stats period: kubelet's
+// --volume-stats-agg-period, 1m0s by default, 0 disables the measurement):
 // the used bytes of every mounted emptyDir and, when a volume exceeds its
 // sizeLimit, a Warning Event and reason SizeLimitExceeded in /status. kubelet
 // evicts such a pod; podvol runs no containers, so it reports.
 import { emptyDirPluginName } from '../../plugins/emptydir.ts';
 import { diskUsage } from '../../plugins/util/disk-usage.ts';
 import { formatQuantity, parseQuantity } from '../../plugins/util/quantity.ts';
-import type { VolumeManagerContext } from './context.ts';
+import { VOLUME_STATS_PERIOD_MS, type VolumeManagerContext } from './context.ts';
 
-/** kubelet's --volume-stats-agg-period default. */
-export const VOLUME_STATS_PERIOD_MS = 60_000;
 
 export const SizeLimitExceeded = 'SizeLimitExceeded';
 
@@ -42,6 +41,7 @@ export class EmptyDirStats {
   #last = Number.NEGATIVE_INFINITY;
   #running: Promise<void> | undefined;
 
+  /** `periodMs` 0 disables the measurement, as kubelet's --volume-stats-agg-period 0. */
   constructor(ctx: VolumeManagerContext, opts: { periodMs?: number; now?: () => number } = {}) {
     this.#ctx = ctx;
     this.#periodMs = opts.periodMs ?? VOLUME_STATS_PERIOD_MS;
@@ -59,7 +59,7 @@ export class EmptyDirStats {
    * the reconciler does not wait for it.
    */
   tick(): void {
-    if (this.#running) return;
+    if (this.#running || this.#periodMs <= 0) return;
     const due = this.#now() - this.#last >= this.#periodMs;
     const unmeasured = this.#mounted().filter((v) => !this.#usage.has(v.key));
     if (!due && unmeasured.length === 0) return;

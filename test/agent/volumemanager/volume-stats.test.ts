@@ -95,3 +95,39 @@ test('emptyDir usage and sizeLimit in /status; exceeding it is a Warning Event a
   assert.equal(events.length, 1);
   assert.equal(volume('free')?.reason, '');
 });
+
+test('--volume-stats-agg-period 0 disables the measurement: no usage, no SizeLimitExceeded', async (t) => {
+  const root = await mkdtemp(join(tmpdir(), 'podvol-stats-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const mounter = new FakeMounter();
+  const pluginMgr = new VolumePluginMgr();
+  const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
+  pluginMgr.initPlugins(probeVolumePlugins(), host);
+  let clock = 1_000_000;
+  const vm = new VolumeManager({
+    rootDir: root,
+    host,
+    pluginMgr,
+    mounter,
+    logger: pino({ level: 'silent' }),
+    pods: () => [pod],
+    sourcesReady: () => true,
+    now: () => clock,
+    volumeStatsPeriodMs: 0,
+  });
+  await vm.reconstruct();
+  const dir = join(root, 'pods/stats-1/volumes/kubernetes.io~empty-dir/small');
+  for (let round = 0; round < 3; round++) {
+    for (let i = 0; i < 5; i++) {
+      await vm.reconcileOnce();
+      await vm.executor.drain();
+      await vm.stats.settle();
+    }
+    if (round === 0) await writeFile(join(dir, 'big'), Buffer.alloc(64 * 1024, 1));
+    clock += 120_000;
+  }
+  const small = vm.status()[0].volumes.find((v) => v.name === 'small');
+  assert.equal(small?.state, 'mounted');
+  assert.equal(small?.usedBytes, undefined);
+  assert.equal(small?.reason, '');
+});
