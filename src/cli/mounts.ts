@@ -4,6 +4,7 @@
 // Exit codes: 0 ok, 1 podvol refused (unknown pod or container, volumes not
 // ready, a mount kubelet would refuse), 2 usage error, 3 no podvol answered.
 import { type Command, Option } from 'commander';
+import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
 import { callRuntime, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
 import { EXIT_FAILURE, EXIT_OK, setExitCode, usageError } from './command.ts';
 import { runtimeSocketOption } from './options.ts';
@@ -23,14 +24,38 @@ interface Mount {
   options: string[];
 }
 
-export function formatMountsTable(mounts: Mount[]): string {
+interface ImageVolume {
+  destination: string;
+  reference: string;
+  pullPolicy?: string;
+  subPath?: string;
+  propagation?: string;
+}
+
+/**
+ * DESTINATION, SOURCE, OPTIONS: the bind mounts, then the image volumes (the
+ * runtime mounts those itself), whose SOURCE is `image:<reference>`.
+ */
+export function formatMountsTable(mounts: Mount[], imageVolumes: ImageVolume[] = []): string {
   const rows = [
     ['DESTINATION', 'SOURCE', 'OPTIONS'],
     ...mounts.map((m) => [m.destination, m.source, m.options.join(',')]),
+    ...imageVolumes.map((v) => [
+      v.destination,
+      `image:${v.reference}`,
+      [
+        'ro',
+        ...(v.propagation ? [v.propagation] : []),
+        ...(v.pullPolicy ? [`pullPolicy=${v.pullPolicy}`] : []),
+        ...(v.subPath !== undefined ? [`subPath=${v.subPath}`] : []),
+      ].join(','),
+    ]),
   ];
-  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  // Destinations, subPaths and references come from the pod: escape terminal controls.
+  const cells = rows.map((r) => r.map(escapeControl));
+  const widths = cells[0].map((_, i) => Math.max(...cells.map((r) => r[i].length)));
   return (
-    rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('   ')).join('\n') +
+    cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('   ')).join('\n') +
     '\n'
   );
 }
@@ -52,8 +77,8 @@ async function runMounts(pod: string, flags: MountsFlags): Promise<number> {
     }
     process.stdout.write(
       flags.output === 'json'
-        ? `${JSON.stringify(answer.body, null, 2)}\n`
-        : formatMountsTable(answer.body.mounts as Mount[]),
+        ? `${escapeControlJSON(JSON.stringify(answer.body, null, 2))}\n`
+        : formatMountsTable(answer.body.mounts as Mount[], (answer.body.imageVolumes ?? []) as ImageVolume[]),
     );
     return EXIT_OK;
   } catch (err) {

@@ -50,7 +50,7 @@ async function parseRun(t: TestContext, args: string[], env: Record<string, stri
   return flags!;
 }
 
-test('--volume-stats-agg-period is kubelet\'s flag: 1m0s by default, a duration, 0s disables', async (t) => {
+test("--volume-stats-agg-period is kubelet's flag: 1m0s by default, a duration, 0s disables", async (t) => {
   assert.equal((await parseRun(t, [])).volumeStatsAggPeriod, 60_000);
   assert.equal((await parseRun(t, ['--volume-stats-agg-period', '5m'])).volumeStatsAggPeriod, 300_000);
   assert.equal((await parseRun(t, ['--volume-stats-agg-period', '0s'])).volumeStatsAggPeriod, 0);

@@ -8,6 +8,9 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
+import { containerMounts } from '../../src/agent/runtime/api.ts';
+import { runtimeStateOf } from '../../src/agent/runtime/state.ts';
+import { TerminationGate } from '../../src/agent/runtime/termination.ts';
 import { VolumeManager } from '../../src/agent/volumemanager/volume-manager.ts';
 import { FakeMounter } from '../../src/mount/fake.ts';
 import { imagePluginName } from '../../src/plugins/image.ts';
@@ -68,6 +71,34 @@ test('an image volume is set up without touching the host and torn down the same
   );
   assert.deepEqual(await readdir(join(root, 'pods/img-1/volumes')), ['kubernetes.io~empty-dir']);
   assert.deepEqual(mounter.callsOf('mount'), [], 'nothing mounted');
+
+  // The runtime socket lists it for the runtime (no 409 for a volume without a host path).
+  const gate = new TerminationGate({ rootDir: root, logger: pino({ level: 'silent' }) });
+  await gate.load();
+  const answer = await containerMounts(
+    {
+      state: runtimeStateOf(vm, pluginMgr, gate),
+      host,
+      subPaths: { prepare: () => Promise.reject(new Error('no subPath here')) },
+    },
+    'img-1',
+    'app',
+  );
+  assert.equal(answer.status, 200);
+  const body = answer.body as { mounts: { destination: string }[]; imageVolumes: unknown[] };
+  assert.deepEqual(
+    body.mounts.map((m) => m.destination),
+    ['/scratch'],
+  );
+  assert.deepEqual(body.imageVolumes, [
+    {
+      destination: '/model',
+      reference: 'quay.io/crio/artifact:v2',
+      pullPolicy: 'IfNotPresent',
+      readOnly: true,
+      propagation: 'rprivate',
+    },
+  ]);
 
   pods = [];
   vm.podsChanged();

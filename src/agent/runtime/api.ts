@@ -157,7 +157,7 @@ export async function containerMounts(o: RuntimeApiOptions, uid: string, name: s
     await o.state.markHandedOff(uid);
     return { status: 200, body: cached };
   }
-  const mounts = await makeMounts(o, pod, found, volumes);
+  const { mounts, imageVolumes } = await makeMounts(o, pod, found, volumes);
   // From here on the runtime may have bind-mounted these sources into a container.
   await o.state.markHandedOff(uid);
   const body = {
@@ -166,6 +166,7 @@ export async function containerMounts(o: RuntimeApiOptions, uid: string, name: s
     name: status.name,
     container: name,
     mounts,
+    imageVolumes,
     supplementalGroups: extraSupplementalGroups(pod, volumes),
   };
   if (o.mountsCache) {

@@ -2,7 +2,9 @@
 // not kubelet: a container's volumeMounts, in order, as OCI runtime-spec mount
 // objects, and GetExtraSupplementalGroupsForPod. subPath and subPathExpr are
 // resolved and bind-mounted safely (volumehost/subpath.ts) so the runtime
-// never follows a path the container controls.
+// never follows a path the container controls. `image` volumes have nothing
+// on the host: as kubelet hands CRI an image spec for them (Mount.Image,
+// ImageSubPath), they are listed apart, for the runtime to mount the image.
 import { isAbsolute } from 'node:path';
 import type { V1Container, V1Pod, V1VolumeMount } from '@kubernetes/client-node';
 import { resolveInRoot } from '../../volumehost/hostroot.ts';
@@ -18,6 +20,30 @@ export interface OciMount {
   type: 'bind';
   source: string;
   options: string[];
+}
+
+/**
+ * An `image` volume mounted into the container (kubelet's CRI Mount with an
+ * image spec): the runtime pulls `reference` per `pullPolicy` and mounts it,
+ * or its `subPath`, read-only at `destination`. Not an OCI mount: there is no
+ * host path to bind.
+ */
+export interface ImageVolumeMount {
+  destination: string;
+  reference: string;
+  pullPolicy?: string;
+  /** subPath or the expanded subPathExpr, checked as kubelet checks it (relative, no '..'). */
+  subPath?: string;
+  readOnly: true;
+  /** The mount's propagation, as the OCI option word (rprivate, rslave, rshared). */
+  propagation: string;
+}
+
+export interface ContainerMounts {
+  /** OCI runtime-spec bind mounts, in volumeMounts order (image volumes left out). */
+  mounts: OciMount[];
+  /** The image volumes, in volumeMounts order. */
+  imageVolumes: ImageVolumeMount[];
 }
 
 export interface FoundContainer {
@@ -84,17 +110,19 @@ export async function makeMounts(
   pod: V1Pod,
   found: FoundContainer,
   volumes: Map<string, PodVolume>,
-): Promise<OciMount[]> {
+): Promise<ContainerMounts> {
   const { container, field } = found;
   const privileged = container.securityContext?.privileged === true;
   const uid = pod.metadata?.uid ?? '';
   let env: Map<string, string> | undefined;
   const out: OciMount[] = [];
+  const imageVolumes: ImageVolumeMount[] = [];
   const mounts = container.volumeMounts ?? [];
   for (let i = 0; i < mounts.length; i++) {
     const mount = mounts[i];
     const vol = volumes.get(mount.name);
-    if (!vol?.path) {
+    const image = vol?.spec?.volume?.image ?? undefined;
+    if (!vol || (!image && !vol.path)) {
       throw new RuntimeApiError(
         409,
         'VolumeNotReady',
@@ -110,7 +138,6 @@ export async function makeMounts(
         throw invalidMount('InvalidSubPathExpr', (err as Error).message);
       }
     }
-    let source = vol.path;
     if (subPath !== '') {
       if (isAbsolute(subPath)) {
         throw invalidMount('InvalidSubPath', `error SubPath \`${subPath}\` must not be an absolute path`);
@@ -123,6 +150,23 @@ export async function makeMounts(
           `unable to provision SubPath \`${subPath}\`: ${(err as Error).message}`,
         );
       }
+    }
+    const destination = mount.mountPath.startsWith('/') ? mount.mountPath : `/${mount.mountPath}`;
+    const propagation = propagationOption(mount, privileged, `${field}.volumeMounts[${i}]`);
+    if (image) {
+      // kubelet: Image and ImageSubPath instead of a host path; the runtime checks the subPath again.
+      imageVolumes.push({
+        destination,
+        reference: image.reference ?? '',
+        ...(image.pullPolicy ? { pullPolicy: image.pullPolicy } : {}),
+        ...(subPath !== '' ? { subPath } : {}),
+        readOnly: true,
+        propagation,
+      });
+      continue;
+    }
+    let source = vol.path as string;
+    if (subPath !== '') {
       try {
         source = await o.subPaths.prepare({
           podUID: uid,
@@ -130,8 +174,8 @@ export async function makeMounts(
           // A hostPath is the host's path: podvol in a container sees it under --host-root.
           volumePath:
             vol.pluginName === 'kubernetes.io/host-path'
-              ? await resolveInRoot(o.host.getHostRoot?.() ?? '/', vol.path)
-              : vol.path,
+              ? await resolveInRoot(o.host.getHostRoot?.() ?? '/', source)
+              : source,
           containerName: container.name,
           index: i,
           subPath,
@@ -140,20 +184,15 @@ export async function makeMounts(
         throw invalidMount('SubPathFailed', (err as Error).message);
       }
     }
-    const destination = mount.mountPath.startsWith('/') ? mount.mountPath : `/${mount.mountPath}`;
     const readOnly = mount.readOnly === true || o.state.volumeReadOnly(vol, pod);
     out.push({
       destination,
       type: 'bind',
       source,
-      options: [
-        'rbind',
-        readOnly ? 'ro' : 'rw',
-        propagationOption(mount, privileged, `${field}.volumeMounts[${i}]`),
-      ],
+      options: ['rbind', readOnly ? 'ro' : 'rw', propagation],
     });
   }
-  return out;
+  return { mounts: out, imageVolumes };
 }
 
 /** The GID annotation kubelet reads from a persistent volume (volume.VolumeGidAnnotationKey). */

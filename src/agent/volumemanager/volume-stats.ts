@@ -9,7 +9,6 @@ import { diskUsage } from '../../plugins/util/disk-usage.ts';
 import { formatQuantity, parseQuantity } from '../../plugins/util/quantity.ts';
 import { VOLUME_STATS_PERIOD_MS, type VolumeManagerContext } from './context.ts';
 
-
 export const SizeLimitExceeded = 'SizeLimitExceeded';
 
 export interface VolumeUsage {

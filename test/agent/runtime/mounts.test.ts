@@ -12,6 +12,7 @@ import {
   type SubPathPreparer,
 } from '../../../src/agent/runtime/mounts.ts';
 import type { PodVolume, RuntimeState } from '../../../src/agent/runtime/types.ts';
+import { formatMountsTable } from '../../../src/cli/mounts.ts';
 import type { VolumeHost } from '../../../src/volumehost/types.ts';
 
 const readOnlyPlugins = new Set([
@@ -66,8 +67,8 @@ async function mountsOf(pod: V1Pod, name = 'app') {
   const { calls, subPaths } = recordingSubPaths();
   const found = findContainer(pod, name);
   assert.ok(found);
-  const mounts = await makeMounts({ state, host, subPaths }, pod, found, volumes);
-  return { mounts, calls };
+  const { mounts, imageVolumes } = await makeMounts({ state, host, subPaths }, pod, found, volumes);
+  return { mounts, imageVolumes, calls };
 }
 
 async function refusal(pod: V1Pod): Promise<RuntimeApiError> {
@@ -184,6 +185,78 @@ test('subPathExpr with a missing or empty variable is refused as kubelet does', 
   assert.equal(err.message, 'missing value for A, EMPTY, NOPE');
 });
 
+test('image volumes are listed apart for the runtime (kubelet hands CRI an image spec), never as OCI mounts', async () => {
+  const images = new Map<string, PodVolume>([
+    ...volumes,
+    [
+      'model',
+      {
+        name: 'model',
+        pluginName: 'kubernetes.io/image',
+        path: '',
+        spec: {
+          readOnly: false,
+          volume: {
+            name: 'model',
+            image: { reference: 'quay.io/crio/artifact:v2', pullPolicy: 'IfNotPresent' },
+          },
+        },
+      },
+    ],
+  ]);
+  const pod = podWith({
+    env: [{ name: 'SUB', value: 'weights' }],
+    volumeMounts: [
+      { name: 'data', mountPath: '/data' },
+      { name: 'model', mountPath: '/model' },
+      { name: 'model', mountPath: 'part', subPathExpr: '$(SUB)/v1', mountPropagation: 'HostToContainer' },
+      { name: 'model', mountPath: '/dir', subPath: 'd' },
+    ],
+  });
+  const { calls, subPaths } = recordingSubPaths();
+  const got = await makeMounts({ state, host, subPaths }, pod, findContainer(pod, 'app')!, images);
+  assert.deepEqual(
+    got.mounts.map((m) => m.destination),
+    ['/data'],
+  );
+  assert.deepEqual(got.imageVolumes, [
+    {
+      destination: '/model',
+      reference: 'quay.io/crio/artifact:v2',
+      pullPolicy: 'IfNotPresent',
+      readOnly: true,
+      propagation: 'rprivate',
+    },
+    {
+      destination: '/part',
+      reference: 'quay.io/crio/artifact:v2',
+      pullPolicy: 'IfNotPresent',
+      subPath: 'weights/v1',
+      readOnly: true,
+      propagation: 'rslave',
+    },
+    {
+      destination: '/dir',
+      reference: 'quay.io/crio/artifact:v2',
+      pullPolicy: 'IfNotPresent',
+      subPath: 'd',
+      readOnly: true,
+      propagation: 'rprivate',
+    },
+  ]);
+  // Nothing is prepared on the host for an image subPath: the runtime resolves it inside the image.
+  assert.equal(calls.length, 0);
+  // The subPath rules still apply, with kubelet's messages.
+  const climbing = podWith({ volumeMounts: [{ name: 'model', mountPath: '/m', subPath: 'a/../..' }] });
+  await assert.rejects(
+    makeMounts({ state, host, subPaths }, climbing, findContainer(climbing, 'app')!, images),
+    (err) =>
+      err instanceof RuntimeApiError &&
+      err.status === 422 &&
+      err.message === "unable to provision SubPath `a/../..`: must not contain '..'",
+  );
+});
+
 test('a volumeMount of a volume that is not set up is a 409', async () => {
   const err = await refusal(podWith({ volumeMounts: [{ name: 'ghost', mountPath: '/g' }] }));
   assert.equal(err.status, 409);
@@ -210,5 +283,35 @@ test('extra supplemental groups come from persistent volumes GID annotations, mi
   assert.deepEqual(
     extraSupplementalGroups(podWith({}), new Map([vol('data', 'kubernetes.io/empty-dir')])),
     [],
+  );
+});
+
+test('podvol mounts -o table prints the bind mounts, then the image volumes as image:<reference>', () => {
+  assert.equal(
+    formatMountsTable(
+      [{ destination: '/data', source: '/r/pods/u/volumes/x/data', options: ['rbind', 'rw', 'rprivate'] }],
+      [
+        {
+          destination: '/model',
+          reference: 'quay.io/a:v1',
+          pullPolicy: 'IfNotPresent',
+          propagation: 'rprivate',
+        },
+        {
+          destination: '/w\x1b[2J',
+          reference: 'b:latest',
+          pullPolicy: 'Always',
+          subPath: 'w',
+          propagation: 'rslave',
+        },
+      ],
+    ),
+    [
+      'DESTINATION   SOURCE                     OPTIONS',
+      '/data         /r/pods/u/volumes/x/data   rbind,rw,rprivate',
+      '/model        image:quay.io/a:v1         ro,rprivate,pullPolicy=IfNotPresent',
+      '/w\\x1b[2J     image:b:latest             ro,rslave,pullPolicy=Always,subPath=w',
+      '',
+    ].join('\n'),
   );
 });
