@@ -1,6 +1,7 @@
 // Downward API for volumes, as kubelet computes it:
 //   k/k pkg/fieldpath/fieldpath.go            (ExtractFieldPathAsString, FormatMap)
 //   k/k pkg/api/v1/resource/helpers.go        (ExtractResourceValueByContainerNameAndNodeAllocatable)
+//   k/k pkg/kubelet/kubelet_resources.go      (defaultPodLimitsForDownwardAPI: pod-level limits first)
 //   k/k pkg/volume/downwardapi/downwardapi.go (CollectData)
 // Volume items go through ExtractFieldPathAsString, which knows the metadata.*
 // paths. Beyond kubelet, spec.nodeName, spec.serviceAccountName and status.hostIP
@@ -21,6 +22,7 @@ import {
   quantityMilliValue,
   quantityValue,
 } from './quantity.ts';
+import { isPodLevelLimitsSet, isSupportedPodLevelResource } from './resources.ts';
 
 // Go's unicode.IsPrint: letters, marks, numbers, punctuation, symbols and ASCII space.
 const printable = /^[\p{L}\p{M}\p{N}\p{P}\p{S} ]$/u;
@@ -155,11 +157,39 @@ function ceilDiv(a: bigint, b: bigint): string {
   return BigInt(Math.ceil(Number(a) / Number(b))).toString();
 }
 
+/** The limits the downward API reports for a container that sets none (MergeContainerResourceLimits). */
+const DEFAULTED_LIMITS = ['cpu', 'memory', 'ephemeral-storage'] as const;
+
+/**
+ * What an unset (or zero) container limit defaults to, as kubelet's
+ * defaultPodLimitsForDownwardAPI (PodLevelResources, on by default since
+ * 1.34): node allocatable, except that when the pod sets pod-level limits
+ * (IsPodLevelLimitsSet) each non-zero pod-level limit of a resource that pod
+ * level supports (cpu, memory; not ephemeral-storage) replaces it, and only
+ * where node allocatable names that resource, as kubelet's loop does.
+ */
+export function downwardAPILimitDefaults(
+  pod: V1Pod,
+  nodeAllocatable: Record<string, string>,
+): Record<string, string> {
+  if (!isPodLevelLimitsSet(pod)) return nodeAllocatable;
+  const podLimits = (pod.spec?.resources?.limits ?? {}) as ResourceList;
+  const out = { ...nodeAllocatable };
+  for (const name of DEFAULTED_LIMITS) {
+    if (!isSupportedPodLevelResource(name)) continue;
+    const v = podLimits[name];
+    if (v === undefined || isZeroQuantity(parseResource(v, `pod limits.${name}`))) continue;
+    if (Object.hasOwn(out, name)) out[name] = String(v);
+  }
+  return out;
+}
+
 /**
  * ExtractResourceValueByContainerNameAndNodeAllocatable: the value a
  * resourceFieldRef renders to. Unset (or zero) cpu/memory/ephemeral-storage
- * limits fall back to node allocatable; the result is rounded up to whole
- * divisor units (cpu compared in millicores, the rest in units).
+ * limits fall back to the pod-level limit, then node allocatable
+ * (downwardAPILimitDefaults); the result is rounded up to whole divisor units
+ * (cpu compared in millicores, the rest in units).
  */
 export function extractResourceValue(
   ref: V1ResourceFieldSelector,
@@ -171,11 +201,12 @@ export function extractResourceValue(
   const what = `container ${containerName}`;
   const requests = container.resources?.requests as ResourceList | undefined;
   const limits: ResourceList = { ...(container.resources?.limits as ResourceList | undefined) };
-  // Hugepages are never overcommitted, so only these three default to allocatable.
-  for (const name of ['cpu', 'memory', 'ephemeral-storage']) {
+  const defaults = downwardAPILimitDefaults(pod, nodeAllocatable);
+  // Hugepages are never overcommitted, so only these three are defaulted.
+  for (const name of DEFAULTED_LIMITS) {
     const current = limits[name];
     if (current === undefined || isZeroQuantity(parseResource(current, `${what} limits.${name}`))) {
-      const cap = nodeAllocatable[name];
+      const cap = defaults[name];
       if (cap !== undefined) limits[name] = cap;
     }
   }

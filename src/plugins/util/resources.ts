@@ -44,12 +44,17 @@ export function isSupportedPodLevelResource(name: string): boolean {
   return name === 'cpu' || name === 'memory' || name.startsWith(hugePagesResourcePrefix);
 }
 
-/** IsPodLevelResourcesSet: spec.resources names at least one supported resource. */
+/** IsPodLevelLimitsSet: spec.resources.limits names at least one supported resource. */
+export function isPodLevelLimitsSet(pod: V1Pod): boolean {
+  return Object.keys(pod.spec?.resources?.limits ?? {}).some(isSupportedPodLevelResource);
+}
+
+/** IsPodLevelResourcesSet: IsPodLevelRequestsSet or IsPodLevelLimitsSet. */
 export function isPodLevelResourcesSet(pod: V1Pod): boolean {
-  const r = pod.spec?.resources;
-  if (!r) return false;
-  const names = [...Object.keys(r.requests ?? {}), ...Object.keys(r.limits ?? {})];
-  return names.some(isSupportedPodLevelResource);
+  return (
+    Object.keys(pod.spec?.resources?.requests ?? {}).some(isSupportedPodLevelResource) ||
+    isPodLevelLimitsSet(pod)
+  );
 }
 
 export type ContainerType = 'Containers' | 'InitContainers';

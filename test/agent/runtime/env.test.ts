@@ -83,6 +83,24 @@ test('env values, downward API fields and resources resolve as for kubelet', asy
   });
 });
 
+test('resourceFieldRef env of a container without limits: the pod-level limit, then node allocatable', async () => {
+  const c: V1Container = {
+    name: 'app',
+    env: [
+      { name: 'MEM', valueFrom: { resourceFieldRef: { resource: 'limits.memory', divisor: '1Mi' } } },
+      { name: 'CPU', valueFrom: { resourceFieldRef: { resource: 'limits.cpu', divisor: '1m' } } },
+    ],
+  };
+  const withPodLimits = {
+    ...pod,
+    spec: { ...pod.spec, containers: [c], resources: { limits: { memory: '512Mi' } } },
+  } as V1Pod;
+  assert.deepEqual(Object.fromEntries(await containerEnv(withPodLimits, c, host(false))), {
+    MEM: '512',
+    CPU: '4000',
+  });
+});
+
 test('configMap and secret references: standalone says there is no API, optional ones are skipped', async () => {
   const c: V1Container = {
     name: 'app',

@@ -153,6 +153,54 @@ describe('extractResourceValue', () => {
     assert.equal(get('limits.hugepages-2Mi', 'c2'), '0');
   });
 
+  test('with pod-level limits (spec.resources), an unset container limit is the pod limit, then node allocatable', () => {
+    const withPodLimits =
+      (limits: Record<string, string>, nodeAllocatable = allocatable) =>
+      (resource: string, containerName: string, divisor?: string) =>
+        extractResourceValue(
+          { resource, divisor },
+          { ...pod, spec: { ...pod.spec, containers: pod.spec?.containers ?? [], resources: { limits } } },
+          containerName,
+          nodeAllocatable,
+        );
+    const g = withPodLimits({ cpu: '1500m', memory: '2Gi', 'ephemeral-storage': '1Gi' });
+    // c2 sets no limits: the pod's, not the node's.
+    assert.equal(g('limits.cpu', 'c2', '1m'), '1500');
+    assert.equal(g('limits.memory', 'c2', '1Mi'), '2048');
+    // ephemeral-storage is not a pod-level resource: node allocatable.
+    assert.equal(g('limits.ephemeral-storage', 'c2', '1Gi'), '10');
+    // A zero container limit counts as unset; a container limit always wins.
+    assert.equal(g('limits.cpu', 'c3', '1m'), '1500');
+    assert.equal(g('limits.memory', 'c3', '1M'), '1000');
+    assert.equal(g('limits.cpu', 'c1', '1m'), '500');
+    // Init containers too; requests are never defaulted.
+    assert.equal(g('limits.memory', 'init', '1Mi'), '2048');
+    assert.equal(g('requests.memory', 'c2'), '0');
+    // Only the pod-level limits that are set and non-zero count, resource by resource.
+    const memOnly = withPodLimits({ memory: '3Gi', cpu: '0' });
+    assert.equal(memOnly('limits.memory', 'c2', '1Gi'), '3');
+    assert.equal(memOnly('limits.cpu', 'c2'), '4');
+    // Pod-level requests alone change nothing (IsPodLevelLimitsSet).
+    const requestsOnly = extractResourceValue(
+      { resource: 'limits.memory', divisor: '1Gi' },
+      {
+        ...pod,
+        spec: {
+          ...pod.spec,
+          containers: pod.spec?.containers ?? [],
+          resources: { requests: { memory: '1Gi' } },
+        },
+      },
+      'c2',
+      allocatable,
+    );
+    assert.equal(requestsOnly, '8');
+    // As kubelet's loop: a pod limit only stands in for a resource node allocatable names.
+    const noNodeMemory = withPodLimits({ memory: '2Gi', cpu: '2' }, { cpu: '4' });
+    assert.equal(noNodeMemory('limits.memory', 'c2'), '0');
+    assert.equal(noNodeMemory('limits.cpu', 'c2'), '2');
+  });
+
   test('a zero divisor means 1', () => {
     assert.equal(get('limits.cpu', 'c1', '0'), '1');
   });
