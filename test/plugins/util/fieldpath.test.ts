@@ -155,7 +155,7 @@ describe('extractResourceValue', () => {
 
   test('with pod-level limits (spec.resources), an unset container limit is the pod limit, then node allocatable', () => {
     const withPodLimits =
-      (limits: Record<string, string>, nodeAllocatable = allocatable) =>
+      (limits: Record<string, string>, nodeAllocatable: Record<string, string> = allocatable) =>
       (resource: string, containerName: string, divisor?: string) =>
         extractResourceValue(
           { resource, divisor },
