@@ -88,6 +88,41 @@ export const volumeReasons = {
 
 export type VolumeReason = keyof typeof volumeReasons;
 
+/**
+ * Reasons that retrying cannot cure: the pod asks for something this node
+ * will never do (a spec the API server or podvol refuses, a medium or source
+ * podvol does not have, an API object in standalone mode). Only a new pod spec
+ * (or a podvol started differently) changes them, so a runtime waiting for the
+ * pod's volumes is told at once (`podvol wait`, `?wait=`) instead of waiting
+ * out its timeout. Every other reason may clear by itself: an object created,
+ * a driver registered, a claim bound, a path made, a transient error.
+ */
+export const permanentVolumeReasons: ReadonlySet<VolumeReason> = new Set<VolumeReason>([
+  'InvalidVolumeName',
+  'DuplicateVolumeName',
+  'UnknownVolumeSource',
+  'VolumeNotFound',
+  'InvalidPath',
+  'InvalidSizeLimit',
+  'InvalidMode',
+  'InvalidHostPathType',
+  'InvalidField',
+  'UnknownStorageMedium',
+  'HugePagesNotRequested',
+  'HugePagesMultipleSizes',
+  'InvalidHugePagesMedium',
+  'StandaloneMode',
+  'BlockVolumeNotSupported',
+  'VolumeModeMismatch',
+  'InvalidDriverName',
+  'InvalidVolumeHandle',
+  'AttachRequired',
+]);
+
+export function isPermanentVolumeReason(v: unknown): boolean {
+  return isVolumeReason(v) && permanentVolumeReasons.has(v);
+}
+
 export function isVolumeReason(v: unknown): v is VolumeReason {
   return typeof v === 'string' && Object.hasOwn(volumeReasons, v);
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { sourceReasons, volumeReasons } from '../src/reasons.ts';
+import { permanentVolumeReasons, sourceReasons, volumeReasons } from '../src/reasons.ts';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 const section = readme.slice(
@@ -28,4 +28,11 @@ test('every reason of the catalogue is documented in the README, once, in its ta
 test('the README documents no reason the catalogue does not have', () => {
   const known = new Set([...Object.keys(volumeReasons), ...Object.keys(sourceReasons)]);
   for (const m of section.matchAll(/^\| `([A-Za-z]+)` \|/gm)) assert.ok(known.has(m[1] ?? ''), m[1]);
+});
+
+test('the README lists exactly the permanent reasons that end a wait at once', () => {
+  const para = readme.slice(readme.indexOf('**Permanent failures.**'));
+  const listed = para.slice(0, para.indexOf('(the `permanentVolumeReasons`'));
+  const names = [...listed.matchAll(/`([A-Za-z]+)`/g)].map((m) => m[1]);
+  assert.deepEqual(new Set(names), new Set(permanentVolumeReasons));
 });

@@ -1,7 +1,7 @@
 // `podvol wait POD [--for mounted|unmounted] [--timeout 2m]`: blocks until a
 // running podvol has every volume of the pod mounted (or all of them torn
-// down). Exit codes: 0 done, 1 timed out (the volumes and their reasons are
-// printed), 2 usage error, 3 no podvol answered.
+// down). Exit codes: 0 done, 1 timed out or a volume failed permanently (the
+// volumes and their reasons are printed), 2 usage error, 3 no podvol answered.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
 import { callRuntime, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
@@ -68,7 +68,9 @@ async function runWait(pod: string, flags: WaitFlags): Promise<number> {
       );
       if (answer.status === 200) return EXIT_OK;
       if (answer.status !== 504 && answer.status !== 404) {
+        // 422 VolumesFailedPermanently: no point waiting out the timeout; say which and why.
         process.stderr.write(`podvol wait: ${answer.body.reason}: ${answer.body.message}\n`);
+        if (answer.status === 422) printReasons(answer.body);
         return EXIT_FAILURE;
       }
       if (left() === 0) {
@@ -103,7 +105,7 @@ export function waitCommand(program: Command): void {
     .addOption(runtimeSocketOption())
     .addHelpText(
       'after',
-      `\nExit codes: 0 done, 1 timed out (the volumes and their reasons are printed), 2 usage error, ${EXIT_UNREACHABLE} no podvol answered on the socket.`,
+      `\nExit codes: 0 done, 1 timed out or a volume failed for a reason retrying cannot cure (the volumes and their reasons are printed), 2 usage error, ${EXIT_UNREACHABLE} no podvol answered on the socket.`,
     )
     .action(async (pod: string, flags: WaitFlags, cmd: Command) => {
       setExitCode(cmd, await runWait(pod, flags));

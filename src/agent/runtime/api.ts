@@ -4,7 +4,7 @@
 //   GET  /v1/pods/{uid}/volumes?wait=S&for=F       WaitForAttachAndMount / WaitForUnmount
 //   GET  /v1/pods/{uid}/containers/{name}/mounts   makeMounts + GetExtraSupplementalGroupsForPod
 //   POST /v1/pods/{uid}/terminated                 every container of the pod has stopped
-import { setTimeout as sleep } from 'node:timers/promises';
+import { isPermanentVolumeReason } from '../../reasons.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import type { PodStatus } from '../volumemanager/status.ts';
 import { notFound, RuntimeApiError } from './errors.ts';
@@ -15,8 +15,6 @@ export interface RuntimeApiOptions {
   state: RuntimeState;
   host: VolumeHost;
   subPaths: SubPathPreparer;
-  /** How often a wait looks again; podvol answers within this of readiness. Default 20 ms. */
-  pollMs?: number;
   /**
    * Answers already computed for a pod object (the desired state replaces the
    * object when the pod changes): a runtime asking again for a ready pod gets
@@ -89,11 +87,19 @@ export function listPods(o: RuntimeApiOptions): Answer {
   };
 }
 
+/** Volumes of the pod that failed for a reason retrying cannot cure (reasons.ts: permanentVolumeReasons). */
+export function permanentlyFailed(status: PodStatus): PodStatus['volumes'] {
+  return status.volumes.filter((v) => v.state === 'failed' && isPermanentVolumeReason(v.reason));
+}
+
 /**
  * Waits up to `waitSeconds` for the pod's volumes. for=mounted: a pod podvol
  * does not know yet may still appear (a manifest written just before the
- * call), so it is a 404 only when the time is up; for=unmounted: an unknown
- * pod is done.
+ * call), so it is a 404 only when the time is up; a volume that failed for a
+ * permanent reason ends the wait at once (422 VolumesFailedPermanently with
+ * the volumes and their reasons). for=unmounted: an unknown pod is done.
+ * The condition is checked again on every change event of the volume
+ * manager (no polling), so the answer leaves as soon as the state changes.
  */
 export async function waitVolumes(
   o: RuntimeApiOptions,
@@ -103,22 +109,55 @@ export async function waitVolumes(
   signal?: AbortSignal,
 ): Promise<Answer> {
   const deadline = performance.now() + waitSeconds * 1000;
-  const pollMs = o.pollMs ?? 20;
-  for (;;) {
-    const status = o.state.podStatus(uid);
-    const desired = o.state.desiredPod(uid) !== undefined;
-    if (waitFor === 'mounted') {
-      if (desired && status && podReady(status)) return { status: 200, body: describe(uid, status, true) };
-    } else if (!desired && !o.state.hasMountedVolumes(uid)) {
-      return { status: 200, body: describe(uid, status, true) };
+  // A change seen while the condition is being checked is not lost: the next round looks again at once.
+  let changed = false;
+  let wake: (() => void) | undefined;
+  const unsubscribe = o.state.onChange(() => {
+    changed = true;
+    wake?.();
+  });
+  try {
+    for (;;) {
+      changed = false;
+      const status = o.state.podStatus(uid);
+      const desired = o.state.desiredPod(uid) !== undefined;
+      if (waitFor === 'mounted') {
+        if (desired && status && podReady(status)) return { status: 200, body: describe(uid, status, true) };
+        const failed = desired && status ? permanentlyFailed(status) : [];
+        if (status && failed.length > 0) {
+          throw new RuntimeApiError(
+            422,
+            'VolumesFailedPermanently',
+            `volumes of pod ${status.namespace}/${status.name} cannot be set up until the pod changes: ${failed
+              .map((v) => `${v.name} (${v.reason}: ${v.message})`)
+              .join(', ')}`,
+            describe(uid, status, false),
+          );
+        }
+      } else if (!desired && !o.state.hasMountedVolumes(uid)) {
+        return { status: 200, body: describe(uid, status, true) };
+      }
+      const left = deadline - performance.now();
+      if (left <= 0 || signal?.aborted) {
+        if (waitFor === 'mounted' && !status)
+          throw notFound('PodNotFound', `pod ${uid} is not known to podvol`);
+        return { status: 504, body: describe(uid, status, false) };
+      }
+      if (changed) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, left);
+        function done() {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', done);
+          wake = undefined;
+          resolve();
+        }
+        wake = done;
+        signal?.addEventListener('abort', done, { once: true });
+      });
     }
-    const left = deadline - performance.now();
-    if (left <= 0 || signal?.aborted) {
-      if (waitFor === 'mounted' && !status)
-        throw notFound('PodNotFound', `pod ${uid} is not known to podvol`);
-      return { status: 504, body: describe(uid, status, false) };
-    }
-    await sleep(Math.min(pollMs, left));
+  } finally {
+    unsubscribe();
   }
 }
 

@@ -28,6 +28,7 @@ export function runtimeStateOf(
     podStatus: (uid) => vm.podStatus(uid),
     pods: () => vm.status(),
     hasMountedVolumes: (uid) => vm.asw.hasPod(uid),
+    onChange: (fn) => vm.subscribe(fn),
     volumeReadOnly(v, pod) {
       if (!v.pluginName || !v.spec) return false;
       return (

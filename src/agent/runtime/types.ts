@@ -22,6 +22,12 @@ export interface RuntimeState {
   podStatus(uid: string): PodStatus | undefined;
   /** Every pod /status shows. */
   pods(): PodStatus[];
+  /**
+   * Calls `fn` after anything podStatus/desiredPod/hasMountedVolumes may
+   * answer differently (volume manager change events); returns the
+   * unsubscribe function. Waits are woken by it, never by polling.
+   */
+  onChange(fn: () => void): () => void;
   /** True while any volume of the pod is (possibly) mounted. */
   hasMountedVolumes(uid: string): boolean;
   /** kubelet's GetAttributes().ReadOnly: configMap, secret, downwardAPI and projected always are. */

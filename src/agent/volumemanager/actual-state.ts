@@ -26,6 +26,12 @@ export interface MountedVolume {
 
 export class ActualStateOfWorld {
   readonly #volumes = new Map<string, MountedVolume>();
+  readonly #changed: () => void;
+
+  /** `changed` is called after every set and delete (the volume manager's change events). */
+  constructor(changed: () => void = () => {}) {
+    this.#changed = changed;
+  }
 
   get(key: string): MountedVolume | undefined {
     return this.#volumes.get(key);
@@ -37,10 +43,11 @@ export class ActualStateOfWorld {
 
   set(v: MountedVolume): void {
     this.#volumes.set(v.key, v);
+    this.#changed();
   }
 
   delete(key: string): void {
-    this.#volumes.delete(key);
+    if (this.#volumes.delete(key)) this.#changed();
   }
 
   hasPod(podUID: string): boolean {

@@ -32,9 +32,16 @@ export class OperationExecutor {
   #running = 0;
   /** Running operations per key group (the pod UID before the first '/'). */
   readonly #groupRunning = new Map<string, number>();
+  readonly #settled: () => void;
 
-  constructor(now: () => number = Date.now, maxConcurrent = defaultMaxConcurrentOperations()) {
+  /** `settled` is called after every operation ends, successful or not (its result is then in state()). */
+  constructor(
+    now: () => number = Date.now,
+    maxConcurrent = defaultMaxConcurrentOperations(),
+    settled: () => void = () => {},
+  ) {
     this.#now = now;
+    this.#settled = settled;
     this.#max = Math.max(1, maxConcurrent);
     // One pod may take at most half the pool, so the other pods keep being served.
     this.#perGroup = Math.max(1, Math.floor(this.#max / 2));
@@ -83,6 +90,7 @@ export class OperationExecutor {
         const n = (this.#groupRunning.get(group) ?? 1) - 1;
         if (n === 0) this.#groupRunning.delete(group);
         else this.#groupRunning.set(group, n);
+        this.#settled();
       }
     })();
     this.#inFlight.add(p);

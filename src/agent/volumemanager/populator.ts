@@ -75,9 +75,10 @@ export class DesiredStateOfWorldPopulator {
     for (const uid of this.#claimEvents.keys()) if (!seen.has(uid)) this.#claimEvents.delete(uid);
   }
 
-  /** One populator pass, run at the start of every reconciler pass. */
-  populate(): void {
+  /** One populator pass, run at the start of every reconciler pass. True when the desired state was rebuilt. */
+  populate(): boolean {
     const { dsw, asw, pluginMgr, host } = this.#ctx;
+    const rebuilt = this.#podsDirty;
     if (this.#podsDirty) {
       this.#podsDirty = false;
       const changed = dsw.replace(this.#o.pods(), pluginMgr, host, this.#o.claims);
@@ -90,5 +91,6 @@ export class DesiredStateOfWorldPopulator {
       this.#lastResync = this.#o.now();
       this.markRemountRequired((v) => v.state === 'mounted' && (dsw.volume(v.key)?.requiresRemount ?? false));
     }
+    return rebuilt;
   }
 }

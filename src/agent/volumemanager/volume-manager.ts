@@ -67,8 +67,10 @@ const noMetrics: VolumeManagerMetrics = {
 
 export class VolumeManager {
   readonly dsw = new DesiredStateOfWorld();
-  readonly asw = new ActualStateOfWorld();
+  readonly asw = new ActualStateOfWorld(() => this.#notify());
   readonly executor: OperationExecutor;
+  /** Called after anything /status shows may have changed (see subscribe). */
+  readonly #listeners = new Set<() => void>();
   readonly #o: Required<
     Omit<
       VolumeManagerOptions,
@@ -110,7 +112,7 @@ export class VolumeManager {
         Object.entries(opts).filter(([, v]) => v !== undefined),
       ) as VolumeManagerOptions),
     };
-    this.executor = new OperationExecutor(this.#o.now, this.#o.maxConcurrentOperations);
+    this.executor = new OperationExecutor(this.#o.now, this.#o.maxConcurrentOperations, () => this.#notify());
     const { rootDir, host, pluginMgr, mounter, logger, metrics } = this.#o;
     this.#ctx = {
       rootDir,
@@ -153,6 +155,28 @@ export class VolumeManager {
     this.#timer = undefined;
     await this.executor.drain();
     await this.stats.settle();
+  }
+
+  /**
+   * Calls `fn` after every change of the actual state (a volume mounted or
+   * unmounted), of an operation's outcome (a failure and its reason) and of
+   * the desired state (pods added, changed, gone): everything a pod's /status
+   * entry is built from. The runtime API's waits are woken by it instead of
+   * polling. Returns the unsubscribe function.
+   */
+  subscribe(fn: () => void): () => void {
+    this.#listeners.add(fn);
+    return () => this.#listeners.delete(fn);
+  }
+
+  #notify(): void {
+    for (const fn of this.#listeners) {
+      try {
+        fn();
+      } catch (err) {
+        this.#o.logger.error({ err: (err as Error).message }, 'state change listener failed');
+      }
+    }
   }
 
   /** The pod sources changed; the next pass re-reads them. */
@@ -227,7 +251,7 @@ export class VolumeManager {
     const started = performance.now();
     try {
       this.#lastTick = this.#o.now();
-      this.#populator.populate();
+      if (this.#populator.populate()) this.#notify();
       const ready = this.#o.sourcesReady();
       if (ready) this.#populated = true;
       if (ready) {
