@@ -26,6 +26,8 @@ export interface MountedVolume {
 
 export class ActualStateOfWorld {
   readonly #volumes = new Map<string, MountedVolume>();
+  /** The same volumes by pod UID: one pod's state is read without walking the node's (runtime API, /status). */
+  readonly #byPod = new Map<string, Map<string, MountedVolume>>();
   readonly #changed: () => void;
 
   /** `changed` is called after every set and delete (the volume manager's change events). */
@@ -41,24 +43,44 @@ export class ActualStateOfWorld {
     return [...this.#volumes.values()];
   }
 
+  /** The volumes of one pod. */
+  forPod(podUID: string): MountedVolume[] {
+    const m = this.#byPod.get(podUID);
+    return m ? [...m.values()] : [];
+  }
+
   set(v: MountedVolume): void {
+    const prev = this.#volumes.get(v.key);
+    if (prev && prev.podUID !== v.podUID) this.#unindex(prev);
     this.#volumes.set(v.key, v);
+    let m = this.#byPod.get(v.podUID);
+    if (!m) this.#byPod.set(v.podUID, (m = new Map()));
+    m.set(v.key, v);
     this.#changed();
   }
 
   delete(key: string): void {
-    if (this.#volumes.delete(key)) this.#changed();
+    const v = this.#volumes.get(key);
+    if (!v) return;
+    this.#volumes.delete(key);
+    this.#unindex(v);
+    this.#changed();
+  }
+
+  #unindex(v: MountedVolume): void {
+    const m = this.#byPod.get(v.podUID);
+    m?.delete(v.key);
+    if (m?.size === 0) this.#byPod.delete(v.podUID);
   }
 
   hasPod(podUID: string): boolean {
-    for (const v of this.#volumes.values()) if (v.podUID === podUID) return true;
-    return false;
+    return this.#byPod.has(podUID);
   }
 
   /** kubelet's MarkRemountRequired: only plugins that ask for it are refreshed. */
   markRemountRequired(podUID: string, requiresRemount: (v: MountedVolume) => boolean): void {
-    for (const v of this.#volumes.values()) {
-      if (v.podUID === podUID && requiresRemount(v)) v.remountRequired = true;
+    for (const v of this.#byPod.get(podUID)?.values() ?? []) {
+      if (requiresRemount(v)) v.remountRequired = true;
     }
   }
 }

@@ -25,8 +25,21 @@ export function canonicalJSON(value: unknown): string {
   );
 }
 
+/**
+ * canonicalJSON of a volume spec, once per object: the reconciler and every
+ * /status or runtime API answer compare the same pod objects again and again
+ * (a changed pod brings new objects; specs are never changed in place).
+ */
+const canonicalOfSpec = new WeakMap<object, string>();
+function canonicalVolume(volume: object | undefined): string {
+  if (!volume) return canonicalJSON(volume);
+  let text = canonicalOfSpec.get(volume);
+  if (text === undefined) canonicalOfSpec.set(volume, (text = canonicalJSON(volume)));
+  return text;
+}
+
 const sameSpec = (v: MountedVolume, d: VolumeToMount) =>
-  !v.specExact || canonicalJSON(v.spec.volume) === canonicalJSON(d.spec?.volume);
+  !v.specExact || canonicalVolume(v.spec.volume) === canonicalVolume(d.spec?.volume);
 
 /**
  * A desired volume whose spec changed under the same pod UID (a static pod

@@ -126,8 +126,8 @@ export function buildStatus(
       }
     }
     // Volumes the pod no longer names stay mounted under it until it is recreated.
-    for (const v of asw.all()) {
-      if (v.podUID !== p.uid || p.volumes.has(v.volumeName)) continue;
+    for (const v of asw.forPod(p.uid)) {
+      if (p.volumes.has(v.volumeName)) continue;
       volumes.push({
         name: v.volumeName,
         plugin: v.pluginName,
@@ -147,8 +147,8 @@ export function buildStatus(
     });
   }
   const leaving = new Map<string, PodStatus>();
-  for (const v of asw.all()) {
-    if (dsw.pod(v.podUID) || (onlyUID !== undefined && v.podUID !== onlyUID)) continue;
+  for (const v of onlyUID === undefined ? asw.all() : asw.forPod(onlyUID)) {
+    if (dsw.pod(v.podUID)) continue;
     const held = hooks?.held(v.podUID);
     let pod = leaving.get(v.podUID);
     if (!pod) {
