@@ -54,7 +54,10 @@ export class ActualStateOfWorld {
     if (prev && prev.podUID !== v.podUID) this.#unindex(prev);
     this.#volumes.set(v.key, v);
     let m = this.#byPod.get(v.podUID);
-    if (!m) this.#byPod.set(v.podUID, (m = new Map()));
+    if (!m) {
+      m = new Map();
+      this.#byPod.set(v.podUID, m);
+    }
     m.set(v.key, v);
     this.#changed();
   }

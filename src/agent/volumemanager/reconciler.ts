@@ -34,7 +34,10 @@ const canonicalOfSpec = new WeakMap<object, string>();
 function canonicalVolume(volume: object | undefined): string {
   if (!volume) return canonicalJSON(volume);
   let text = canonicalOfSpec.get(volume);
-  if (text === undefined) canonicalOfSpec.set(volume, (text = canonicalJSON(volume)));
+  if (text === undefined) {
+    text = canonicalJSON(volume);
+    canonicalOfSpec.set(volume, text);
+  }
   return text;
 }
 
