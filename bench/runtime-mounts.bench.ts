@@ -230,8 +230,12 @@ async function main() {
       const proc = spawn(
         process.execPath,
         [join(repoRoot, 'bin/podvol.js'), 'wait', podUID, '--timeout', '2m', '--runtime-socket', socket],
-        { stdio: 'ignore' },
+        { stdio: ['ignore', 'ignore', 'pipe'] },
       );
+      let stderr = '';
+      proc.stderr?.setEncoding('utf8').on('data', (d: string) => {
+        stderr += d;
+      });
       const exited = new Promise<{ code: number | null; at: number }>((r) =>
         proc.once('exit', (code) => r({ code, at: Date.now() })),
       );
@@ -241,13 +245,16 @@ async function main() {
       }
       await place(manifests, `cli-${i}`, podSpec(`cli-${i}`, podUID));
       const e = await exited;
-      if (e.code !== 0) throw new Error(`podvol wait ${podUID} exited ${e.code}`);
-      cli.push(e.at - (await readyAt(podUID, 2)));
+      // Reported, not fatal: the endpoint's figure above is the contract; this run is left out.
+      if (e.code !== 0) console.log(`# podvol wait ${podUID} exited ${e.code}: ${stderr.trim()}`);
+      else cli.push(e.at - (await readyAt(podUID, 2)));
     }
     const rtt = await time(baseSocket, '/', false);
     console.log(`podvol wait after readiness (${ROUNDS} pods; pino's ms timestamps)`);
     console.log(`  GET ?wait= answer: ${fmtP(afterReady)}   bare server round trip ${fmtP(rtt)}`);
-    console.log(`  podvol wait CLI exit (${CLI_ROUNDS} runs, connected before the pod came): ${fmtP(cli)}`);
+    console.log(
+      `  podvol wait CLI exit (${cli.length} of ${CLI_ROUNDS} runs, connected before the pod came): ${cli.length ? fmtP(cli) : 'none'}`,
+    );
     figure('podvol wait (?wait=) after readiness p99', percentile(afterReady, 99), 'ms', {
       name: 'bare round trip',
       value: Math.max(percentile(rtt, 50), 0.001),
