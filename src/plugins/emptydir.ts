@@ -1,20 +1,13 @@
 // kubernetes.io/empty-dir (k/k pkg/volume/emptydir): a directory on disk, a
 // tmpfs (medium Memory) or a hugetlbfs (medium HugePages[-<size>]). Also the
 // wrapper under configMap/secret/downwardAPI/projected, named wrapped_<vol>.
-import { lstat, stat, statfs } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { TMPFS_MAGIC, tmpfsNoswapSupported } from '../mount/probe.ts';
 import type * as mount from '../mount/types.ts';
+import type { FsOps } from '../volumehost/fs.ts';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
-import {
-  mkdirAllBeneath,
-  openDirBeneath,
-  openMkdirAll,
-  relativeBeneath,
-  removeAllBeneath,
-  withDirBeneath,
-} from '../volumehost/safe-fs.ts';
+import { relativeBeneath, type SafeFs } from '../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import {
   type Attributes,
@@ -54,9 +47,9 @@ function metaDir(host: VolumeHost, podUID: string, volumeName: string): string {
   return join(host.getPodPluginDir(podUID, escaped), volumeName);
 }
 
-async function exists(path: string): Promise<boolean> {
+async function exists(fs: SafeFs, path: string): Promise<boolean> {
   try {
-    await lstat(path);
+    await fs.ops.lstat(path);
     return true;
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
@@ -64,16 +57,16 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-async function isReady(dir: string): Promise<boolean> {
+async function isReady(fs: SafeFs, dir: string): Promise<boolean> {
   try {
-    return (await stat(join(dir, 'ready'))).isFile();
+    return (await fs.ops.stat(join(dir, 'ready'))).isFile();
   } catch {
     return false;
   }
 }
 
-async function setReady(podsDir: string, dir: string): Promise<void> {
-  const meta = await openMkdirAll(podsDir, relativeBeneath(podsDir, dir), 0o750);
+async function setReady(fs: SafeFs, podsDir: string, dir: string): Promise<void> {
+  const meta = await fs.openMkdirAll(podsDir, relativeBeneath(podsDir, dir), 0o750);
   try {
     // os.Create in kubelet's SetReady: 0666 minus the umask.
     await meta.writeFile('ready', '', 0o666, { exactMode: false });
@@ -111,6 +104,7 @@ async function mountedPageSize(mounter: mount.Interface, dir: string): Promise<Q
 /** kubelet's GetMountMedium: what is mounted at `dir` right now. */
 export async function mountMedium(
   mounter: mount.Interface,
+  fs: Pick<FsOps, 'statfsType'>,
   dir: string,
   requestedMedium = '',
 ): Promise<MountMedium> {
@@ -121,7 +115,7 @@ export async function mountMedium(
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { medium: 'Default', mounted: false };
     throw err;
   }
-  const { type } = await statfs(dir);
+  const type = await fs.statfsType(dir);
   if (type === TMPFS_MAGIC) return { medium: 'Memory', mounted: !notMnt };
   if (type === HUGETLBFS_MAGIC) {
     // Skip page size detection if requested medium doesn't have size specified (kubelet).
@@ -236,12 +230,13 @@ class EmptyDirMounter implements Mounter {
 
   async setUpAt(dir: string, args: MounterArgs): Promise<void> {
     const mounter = this.#host.getMounter();
+    const fs = this.#host.getFs();
     const medium = this.#spec.volume?.emptyDir?.medium ?? '';
     const meta = metaDir(this.#host, this.#podUID, this.#name);
     const podsDir = this.#host.getPodsDir();
     // Nothing below is done through a symlink planted in the pod directory.
-    await mkdirAllBeneath(podsDir, relativeBeneath(podsDir, dirname(dir)), 0o777);
-    if (await isReady(meta)) {
+    await fs.mkdirAllBeneath(podsDir, relativeBeneath(podsDir, dirname(dir)), 0o777);
+    if (await isReady(fs, meta)) {
       let notMnt = true;
       try {
         notMnt = await mounter.isLikelyNotMountPoint(dir);
@@ -250,14 +245,14 @@ class EmptyDirMounter implements Mounter {
       }
       if (medium === 'Memory' && !notMnt) return;
       if (medium === '') {
-        if (await exists(dir)) return;
+        if (await exists(fs, dir)) return;
         // Ready but the volume directory is gone (removed by hand): set it up again.
-        await removeAllBeneath(podsDir, relativeBeneath(podsDir, meta));
+        await fs.removeAllBeneath(podsDir, relativeBeneath(podsDir, meta));
       }
     }
     let failure: unknown;
     try {
-      if (medium === '') await setupDir(podsDir, dir);
+      if (medium === '') await setupDir(fs, podsDir, dir);
       else if (medium === 'Memory') await this.#setupTmpfs(dir);
       else if (isHugePageMedium(medium)) await this.#setupHugepages(dir, medium);
       else throw new VolumeError('UnknownStorageMedium', `unknown storage medium "${medium}"`);
@@ -269,20 +264,23 @@ class EmptyDirMounter implements Mounter {
     // volume is opened without following symlinks: containers can write to it.
     if (args.fsGroup !== undefined) {
       const fsGroup = args.fsGroup;
-      await withDirBeneath(
-        podsDir,
-        relativeBeneath(podsDir, dir),
-        (d) => setVolumeOwnership(d, fsGroup, { readOnly: false }),
-        { crossMounts: 'last' },
-      ).catch(() => {});
+      await fs
+        .withDirBeneath(
+          podsDir,
+          relativeBeneath(podsDir, dir),
+          (d) => setVolumeOwnership(d, fsGroup, { readOnly: false }),
+          { crossMounts: 'last' },
+        )
+        .catch(() => {});
     }
     if (failure !== undefined) throw failure;
-    await setReady(podsDir, meta);
+    await setReady(fs, podsDir, meta);
   }
 
   async #setupTmpfs(dir: string): Promise<void> {
-    await setupDir(this.#host.getPodsDir(), dir);
-    const current = await mountMedium(this.#host.getMounter(), dir, 'Memory');
+    const fs = this.#host.getFs();
+    await setupDir(fs, this.#host.getPodsDir(), dir);
+    const current = await mountMedium(this.#host.getMounter(), fs.ops, dir, 'Memory');
     if (current.mounted && current.medium === 'Memory') return;
     const size = emptyDirMemorySize(this.#host, this.#pod, this.#spec.volume?.emptyDir?.sizeLimit);
     const options = size > 0n ? [`size=${size}`] : [];
@@ -291,8 +289,9 @@ class EmptyDirMounter implements Mounter {
   }
 
   async #setupHugepages(dir: string, medium: string): Promise<void> {
-    await setupDir(this.#host.getPodsDir(), dir);
-    const current = await mountMedium(this.#host.getMounter(), dir, medium);
+    const fs = this.#host.getFs();
+    await setupDir(fs, this.#host.getPodsDir(), dir);
+    const current = await mountMedium(this.#host.getMounter(), fs.ops, dir, medium);
     if (current.mounted && current.medium === 'HugePages') {
       if (medium === 'HugePages') return;
       const uid = this.#podUID;
@@ -325,8 +324,8 @@ class EmptyDirMounter implements Mounter {
  * through directory fds, so a symlink in the pod directory is refused, not
  * followed. The volume itself may already be a mount point (a tmpfs).
  */
-async function setupDir(podsDir: string, dir: string): Promise<void> {
-  const d = await openMkdirAll(podsDir, relativeBeneath(podsDir, dir), 0o777, { crossMounts: 'last' });
+async function setupDir(fs: SafeFs, podsDir: string, dir: string): Promise<void> {
+  const d = await fs.openMkdirAll(podsDir, relativeBeneath(podsDir, dir), 0o777, { crossMounts: 'last' });
   try {
     const st = await d.stat();
     if ((st.mode & 0o7777) !== 0o777) await d.chmod(0o777);
@@ -356,15 +355,19 @@ class EmptyDirUnmounter implements Unmounter {
 
   async tearDownAt(dir: string): Promise<void> {
     const mounter = this.#host.getMounter();
+    const fs = this.#host.getFs();
     const podsDir = this.#host.getPodsDir();
-    await removeAllBeneath(podsDir, relativeBeneath(podsDir, metaDir(this.#host, this.#podUID, this.#name)));
-    if (!(await exists(dir))) return;
+    await fs.removeAllBeneath(
+      podsDir,
+      relativeBeneath(podsDir, metaDir(this.#host, this.#podUID, this.#name)),
+    );
+    if (!(await exists(fs, dir))) return;
     // The path must lead to the volume without a symlink before anything is unmounted at it.
-    await (await openDirBeneath(podsDir, relativeBeneath(podsDir, dir), { crossMounts: 'last' })).close();
+    await (await fs.openDirBeneath(podsDir, relativeBeneath(podsDir, dir), { crossMounts: 'last' })).close();
     // The page size does not matter for an unmount, so it is not looked up.
-    const current = await mountMedium(mounter, dir, 'HugePages');
+    const current = await mountMedium(mounter, fs.ops, dir, 'HugePages');
     if (current.mounted && current.medium !== 'Default') await mounter.unmount(dir);
-    await removeAllBeneath(podsDir, relativeBeneath(podsDir, dir));
+    await fs.removeAllBeneath(podsDir, relativeBeneath(podsDir, dir));
   }
 }
 

@@ -1,9 +1,9 @@
 // kubernetes.io/host-path (k/k pkg/volume/hostpath/host_path.go): nothing is
 // mounted; the runtime binds the host path itself. SetUp only validates the
 // path and applies the HostPathType check, creating what *OrCreate asks for.
-import { lstat, mkdir, open, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import type { V1HostPathVolumeSource } from '@kubernetes/client-node';
+import { type FsOps, nodeFsOps, O_APPEND, O_CREAT, O_WRONLY } from '../volumehost/fs.ts';
 import { resolveInRoot } from '../volumehost/hostroot.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { type Mounter, type Spec, VolumeError, type VolumePlugin } from './types.ts';
@@ -13,9 +13,9 @@ export const hostPathPluginName = 'kubernetes.io/host-path';
 type FileType = 'Directory' | 'File' | 'Socket' | 'CharDevice' | 'BlockDevice';
 
 /** mount-utils PathExists: ENOENT is "no", any other stat error counts as present but unusable. */
-async function exists(path: string): Promise<boolean> {
+async function exists(fs: FsOps, path: string): Promise<boolean> {
   try {
-    await stat(path);
+    await fs.stat(path);
     return true;
   } catch {
     return false;
@@ -23,8 +23,8 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /** hostutil.GetFileType: stat follows symlinks, as kubelet's does. */
-async function fileType(path: string): Promise<FileType> {
-  const st = await stat(path);
+async function fileType(fs: FsOps, path: string): Promise<FileType> {
+  const st = await fs.stat(path);
   if (st.isSocket()) return 'Socket';
   if (st.isBlockDevice()) return 'BlockDevice';
   if (st.isCharacterDevice()) return 'CharDevice';
@@ -33,11 +33,16 @@ async function fileType(path: string): Promise<FileType> {
   throw new Error('only recognise file, directory, socket, block device and character device');
 }
 
-async function typeMatchedOrError(path: string, expected: FileType, description: string): Promise<void> {
-  if (!(await exists(path))) throw new VolumeError('HostPathNotFound', `hostPath ${path} doesn't exist`);
+async function typeMatchedOrError(
+  fs: FsOps,
+  path: string,
+  expected: FileType,
+  description: string,
+): Promise<void> {
+  if (!(await exists(fs, path))) throw new VolumeError('HostPathNotFound', `hostPath ${path} doesn't exist`);
   let actual: FileType;
   try {
-    actual = await fileType(path);
+    actual = await fileType(fs, path);
   } catch (err) {
     throw new VolumeError(
       'HostPathTypeMismatch',
@@ -67,8 +72,8 @@ function goPathError(op: string, path: string, err: unknown): NodeJS.ErrnoExcept
  * symlink on the way is not followed: mkdir fails with EEXIST on it and, as it
  * is no directory, that error is returned.
  */
-async function mkdirAll(path: string, mode: number): Promise<void> {
-  const st = await stat(path).catch(() => undefined);
+async function mkdirAll(fs: FsOps, path: string, mode: number): Promise<void> {
+  const st = await fs.stat(path).catch(() => undefined);
   if (st) {
     if (st.isDirectory()) return;
     const e: NodeJS.ErrnoException = new Error(`mkdir ${path}: not a directory`);
@@ -76,12 +81,12 @@ async function mkdirAll(path: string, mode: number): Promise<void> {
     throw e;
   }
   const parent = dirname(path.replace(/\/+$/, ''));
-  if (parent !== path && parent !== '/' && parent !== '.') await mkdirAll(parent, mode);
+  if (parent !== path && parent !== '/' && parent !== '.') await mkdirAll(fs, parent, mode);
   try {
-    await mkdir(path, mode);
+    await fs.mkdir(path, mode);
   } catch (err) {
     // Go: "Handle arguments like foo/. by asking the underlying filesystem."
-    if ((await lstat(path).catch(() => undefined))?.isDirectory()) return;
+    if ((await fs.lstat(path).catch(() => undefined))?.isDirectory()) return;
     throw goPathError('mkdir', path, err);
   }
 }
@@ -91,40 +96,41 @@ async function mkdirAll(path: string, mode: number): Promise<void> {
  * On a dangling symlink (at the path or on the way) that means success without
  * creating anything, exactly as kubelet behaves.
  */
-async function makeDir(path: string): Promise<void> {
+async function makeDir(fs: FsOps, path: string): Promise<void> {
   try {
-    await mkdirAll(path, 0o755);
+    await mkdirAll(fs, path, 0o755);
   } catch (err) {
     if (errnoOf(err) !== 'EEXIST') throw new VolumeError('HostPathCreateFailed', (err as Error).message);
   }
 }
 
-export async function checkHostPathType(path: string, type: string): Promise<void> {
+export async function checkHostPathType(path: string, type: string, fs: FsOps = nodeFsOps()): Promise<void> {
   switch (type) {
     case 'DirectoryOrCreate':
-      if (!(await exists(path))) return makeDir(path);
-      return typeMatchedOrError(path, 'Directory', 'directory');
+      if (!(await exists(fs, path))) return makeDir(fs, path);
+      return typeMatchedOrError(fs, path, 'Directory', 'directory');
     case 'Directory':
-      return typeMatchedOrError(path, 'Directory', 'directory');
+      return typeMatchedOrError(fs, path, 'Directory', 'directory');
     case 'FileOrCreate':
-      if (!(await exists(path))) {
+      if (!(await exists(fs, path))) {
         // O_CREATE without O_EXCL, as Go's OpenFile: an existing entry is fine.
-        const fh = await open(path, 'a', 0o644).catch((err: NodeJS.ErrnoException) => {
+        const flags = O_WRONLY | O_APPEND | O_CREAT;
+        const fh = await fs.open(path, flags, 0o644).catch((err: NodeJS.ErrnoException) => {
           if (err.code === 'EEXIST') return undefined;
           throw new VolumeError('HostPathCreateFailed', goPathError('open', path, err).message);
         });
         await fh?.close();
         return;
       }
-      return typeMatchedOrError(path, 'File', 'file');
+      return typeMatchedOrError(fs, path, 'File', 'file');
     case 'File':
-      return typeMatchedOrError(path, 'File', 'file');
+      return typeMatchedOrError(fs, path, 'File', 'file');
     case 'Socket':
-      return typeMatchedOrError(path, 'Socket', 'socket file');
+      return typeMatchedOrError(fs, path, 'Socket', 'socket file');
     case 'CharDevice':
-      return typeMatchedOrError(path, 'CharDevice', 'character device');
+      return typeMatchedOrError(fs, path, 'CharDevice', 'character device');
     case 'BlockDevice':
-      return typeMatchedOrError(path, 'BlockDevice', 'block device');
+      return typeMatchedOrError(fs, path, 'BlockDevice', 'block device');
     default:
       throw new VolumeError('InvalidHostPathType', `${type} is an invalid volume type`);
   }
@@ -144,7 +150,7 @@ function source(spec: Spec): V1HostPathVolumeSource {
 }
 
 export function hostPathPlugin(): VolumePlugin {
-  // The host only tells where the host's / is (--host-root); hostPath touches the path itself through node:fs.
+  // The host tells where the host's / is (--host-root) and hands the filesystem the path is checked and created on.
   let host: VolumeHost;
   return {
     name: hostPathPluginName,
@@ -167,10 +173,11 @@ export function hostPathPlugin(): VolumePlugin {
           const path = resolve('/', src.path);
           // In a container, the host's files are under --host-root; messages name the host path.
           const root = host.getHostRoot?.() ?? '/';
-          if (root === '/') return checkHostPathType(path, src.type);
-          const onHost = await resolveInRoot(root, path);
+          const fs = host.getFs().ops;
+          if (root === '/') return checkHostPathType(path, src.type, fs);
+          const onHost = await resolveInRoot(root, path, fs);
           try {
-            await checkHostPathType(onHost, src.type);
+            await checkHostPathType(onHost, src.type, fs);
           } catch (err) {
             if (err instanceof VolumeError)
               throw new VolumeError(err.reason, err.message.replaceAll(onHost, path));

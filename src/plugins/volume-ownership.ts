@@ -7,8 +7,7 @@
 // only where a plugin passes it (CSI under its fsGroupPolicy, local volumes);
 // emptyDir and the atomic-writer volumes always pass none and are walked.
 
-import type { Stats } from 'node:fs';
-import { lstat, readdir, stat } from 'node:fs/promises';
+import { type FsOps, type FsStats, nodeFsOps } from '../volumehost/fs.ts';
 import { SafeDir } from '../volumehost/safe-fs.ts';
 
 const rwMask = 0o660;
@@ -41,10 +40,11 @@ export async function requiresPermissionChange(
   dir: string,
   fsGroup: number,
   readOnly: boolean,
+  fs: Pick<FsOps, 'stat'> = nodeFsOps(),
 ): Promise<boolean> {
-  let st: Stats;
+  let st: FsStats;
   try {
-    st = await stat(dir);
+    st = await fs.stat(dir);
   } catch {
     return true;
   }
@@ -55,7 +55,7 @@ export async function requiresPermissionChange(
 }
 
 /** The mode changeFilePermission gives an entry: group rw (ro), plus exec and setgid on directories. */
-const newMode = (readOnly: boolean) => (st: Stats) => {
+const newMode = (readOnly: boolean) => (st: FsStats) => {
   let mode = (st.mode & 0o7777) | (readOnly ? roMask : rwMask);
   if (st.isDirectory()) mode |= setgid | execMask;
   return mode;
@@ -75,13 +75,13 @@ async function walkDeep(
   dir: SafeDir,
   visit: (parent: SafeDir, name: string) => Promise<void>,
 ): Promise<void> {
-  const names = await readdir(dir.procPath);
+  const names = await dir.fs.readdir(dir.procPath);
   const subdirs: string[] = [];
   let next = 0;
   const worker = async () => {
     while (next < names.length) {
       const name = names[next++];
-      const st = await lstat(dir.child(name)).catch(() => undefined);
+      const st = await dir.fs.lstat(dir.child(name)).catch(() => undefined);
       if (st?.isDirectory()) subdirs.push(name);
       else await visit(dir, name);
     }
@@ -116,7 +116,7 @@ export async function setVolumeOwnership(
   try {
     if (
       opts.fsGroupChangePolicy === 'OnRootMismatch' &&
-      !(await requiresPermissionChange(root.procPath, fsGroup, opts.readOnly))
+      !(await requiresPermissionChange(root.procPath, fsGroup, opts.readOnly, root.fs))
     )
       return { skipped: true, files: 0 };
     const mode = newMode(opts.readOnly);

@@ -1,10 +1,9 @@
 // The shared SetUp/TearDown of the atomic-writer family (configMap, secret,
 // downwardAPI, projected): an emptyDir wrapper named wrapped_<vol> (tmpfs for
 // secret-bearing plugins) holds files written by the atomic writer.
-import { lstat } from 'node:fs/promises';
 import type { V1Pod } from '@kubernetes/client-node';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
-import { relativeBeneath, UnsafePathError, withDirBeneath } from '../volumehost/safe-fs.ts';
+import { relativeBeneath, type SafeFs, UnsafePathError } from '../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { makeNestedMountpoints } from './nested-mountpoints.ts';
 import {
@@ -25,9 +24,9 @@ export const wrappedSpec = (medium: WrapperMedium): Spec => ({
   readOnly: false,
 });
 
-async function hasData(dir: string): Promise<boolean> {
+async function hasData(fs: SafeFs, dir: string): Promise<boolean> {
   try {
-    return (await lstat(`${dir}/..data`)).isSymbolicLink();
+    return (await fs.ops.lstat(`${dir}/..data`)).isSymbolicLink();
   } catch {
     return false;
   }
@@ -45,14 +44,15 @@ export interface WrappedSetUp {
 }
 
 export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
-  const wasSetUp = await hasData(s.dir);
+  const fs = s.host.getFs();
+  const wasSetUp = await hasData(fs, s.dir);
   const wrapper = s.host.newWrapperMounter(s.volumeName, wrappedSpec(s.medium), s.pod);
   await wrapper.setUpAt(s.dir, s.args);
   try {
     // Everything below happens in the volume opened through directory fds: a
     // symlink planted in the pod directory is refused, not written through.
     const podsDir = s.host.getPodsDir();
-    await withDirBeneath(
+    await fs.withDirBeneath(
       podsDir,
       relativeBeneath(podsDir, s.dir),
       async (dir) => {

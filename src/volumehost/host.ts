@@ -10,8 +10,10 @@ import type { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import type { Spec } from '../plugins/types.ts';
 import { ApiError } from './errors.ts';
 import { createExec } from './exec.ts';
+import { type FsOps, nodeFsOps } from './fs.ts';
 import { createStandaloneTokenManager, createStandaloneTrustBundleManager } from './kube/standalone.ts';
 import * as paths from './paths.ts';
+import { createSafeFs } from './safe-fs.ts';
 import type { CSIDriverLister, EventRecorder, Exec, VolumeHost } from './types.ts';
 
 export const standaloneError = 'not supported due to running podvol in standalone mode';
@@ -42,6 +44,8 @@ export interface VolumeHostOptions {
   /** --host-root: where the host's / is mounted (default '/'). */
   hostRoot?: string;
   mounter: mount.Interface;
+  /** The filesystem plugins work on (default: the host's). */
+  fs?: FsOps;
   pluginMgr: VolumePluginMgr;
   exec?: Exec;
   cluster?: ClusterBackend;
@@ -96,6 +100,7 @@ const fail = (): Promise<never> => Promise.reject(new ApiError('StandaloneMode',
 export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
   const { rootDir, cluster = {} } = opts;
   const exec = opts.exec ?? createExec();
+  const fs = createSafeFs(opts.fs ?? nodeFsOps());
   const logRecorder: EventRecorder = {
     eventf(pod: V1Pod, type, reason, message) {
       opts.logger?.warn(
@@ -119,6 +124,7 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
     getPodVolumeDeviceDir: (uid, plugin) => paths.podVolumeDeviceDir(rootDir, uid, plugin),
     getKubeClient: () => cluster.kubeClient,
     getMounter: () => opts.mounter,
+    getFs: () => fs,
     getExec: () => exec,
     getHostName: () => opts.hostName ?? hostname(),
     getHostRoot: () => opts.hostRoot ?? '/',

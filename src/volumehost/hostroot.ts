@@ -4,8 +4,8 @@
 // absolute symlink on the host (/var/run -> /run) restarts at the host root,
 // `..` never climbs above it, and a symlink can never lead out of it into the
 // container's own filesystem.
-import { lstat, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { type FsOps, nodeFsOps } from './fs.ts';
 
 const MAX_SYMLINKS = 40; // Linux's MAXSYMLINKS
 
@@ -14,7 +14,11 @@ const MAX_SYMLINKS = 40; // Linux's MAXSYMLINKS
  * exists resolved inside `root`. Components that do not exist are kept as
  * written (so *OrCreate can create them). `root` '/' returns `path` unchanged.
  */
-export async function resolveInRoot(root: string, path: string): Promise<string> {
+export async function resolveInRoot(
+  root: string,
+  path: string,
+  fs: Pick<FsOps, 'lstat' | 'readlink'> = nodeFsOps(),
+): Promise<string> {
   if (root === '/' || root === '') return path;
   const pending = path.split('/').filter((p) => p !== '' && p !== '.');
   const done: string[] = [];
@@ -26,9 +30,9 @@ export async function resolveInRoot(root: string, path: string): Promise<string>
       continue;
     }
     const candidate = join(root, ...done, part);
-    let st: Awaited<ReturnType<typeof lstat>> | undefined;
+    let st: Awaited<ReturnType<FsOps['lstat']>> | undefined;
     try {
-      st = await lstat(candidate);
+      st = await fs.lstat(candidate);
     } catch {
       // Missing (or unreadable): the rest is taken as written.
       done.push(part, ...pending.filter((p) => p !== '..'));
@@ -45,7 +49,7 @@ export async function resolveInRoot(root: string, path: string): Promise<string>
       e.code = 'ELOOP';
       throw e;
     }
-    const target = await readlink(candidate);
+    const target = await fs.readlink(candidate);
     if (target.startsWith('/')) done.length = 0;
     pending.unshift(...target.split('/').filter((p) => p !== '' && p !== '.'));
   }

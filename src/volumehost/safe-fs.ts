@@ -14,28 +14,24 @@
 // /var/lib/podvol one). Every component below it is untrusted.
 
 import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import {
-  chmod,
-  chown,
-  type FileHandle,
-  lchown,
-  mkdir,
-  open,
-  opendir,
-  readFile,
-  rename,
-  rmdir,
-  unlink,
-} from 'node:fs/promises';
 import { isAbsolute, resolve, sep } from 'node:path';
 import type * as mount from '../mount/types.ts';
 import type { VolumeReason } from '../reasons.ts';
+import {
+  type FsHandle,
+  type FsOps,
+  type FsStats,
+  nodeFsOps,
+  O_CREAT,
+  O_DIRECTORY,
+  O_NOFOLLOW,
+  O_PATH,
+  O_RDONLY,
+  O_TRUNC,
+  O_WRONLY,
+} from './fs.ts';
 
 // libuv adds O_CLOEXEC to every open(2) itself.
-const { O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC, O_DIRECTORY, O_NOFOLLOW } = constants;
-/** O_PATH (Linux, same value on x86-64 and arm64); node does not export it. */
-const O_PATH = 0o10000000;
 const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
 /** Directory fds held open at once by one removal; deeper trees are moved up (see removeChildren). */
 const MAX_OPEN_DEPTH = 64;
@@ -102,13 +98,6 @@ export function relativeBeneath(root: string, path: string): string {
   return p.slice(r.length + 1);
 }
 
-async function mountIdOf(fd: number): Promise<number> {
-  const info = await readFile(`/proc/self/fdinfo/${fd}`, 'utf8');
-  const m = /^mnt_id:\s*(\d+)/m.exec(info);
-  if (!m) throw new Error(`no mnt_id in /proc/self/fdinfo/${fd}`);
-  return Number(m[1]);
-}
-
 /**
  * An open directory. `procPath` names it for any path-based call (valid until
  * close); `path` is what it was opened as, for messages. Close it.
@@ -116,19 +105,22 @@ async function mountIdOf(fd: number): Promise<number> {
 export class SafeDir {
   readonly path: string;
   readonly mountId: number;
-  readonly #fh: FileHandle;
+  /** The filesystem it lives on: every call made through this directory goes there. */
+  readonly fs: FsOps;
+  readonly #fh: FsHandle;
 
-  private constructor(fh: FileHandle, path: string, mountId: number) {
+  private constructor(fs: FsOps, fh: FsHandle, path: string, mountId: number) {
+    this.fs = fs;
     this.#fh = fh;
     this.path = path;
     this.mountId = mountId;
   }
 
   /** Opens a trusted directory by path (symlinks in it are followed). */
-  static async openRoot(path: string, display = path): Promise<SafeDir> {
-    const fh = await open(path, O_RDONLY | O_DIRECTORY);
+  static async openRoot(path: string, display = path, fs: FsOps = nodeFsOps()): Promise<SafeDir> {
+    const fh = await fs.open(path, O_RDONLY | O_DIRECTORY);
     try {
-      return new SafeDir(fh, display, await mountIdOf(fh.fd));
+      return new SafeDir(fs, fh, display, await fs.mountIdOf(fh.fd));
     } catch (err) {
       await fh.close();
       throw err;
@@ -175,9 +167,9 @@ export class SafeDir {
    */
   async openChild(name: string, allowMount = false): Promise<SafeDir> {
     const display = `${this.path}/${name}`;
-    let fh: FileHandle;
+    let fh: FsHandle;
     try {
-      fh = await open(this.child(name), DIR_FLAGS);
+      fh = await this.fs.open(this.child(name), DIR_FLAGS);
     } catch (err) {
       // O_NOFOLLOW|O_DIRECTORY on a symlink: ELOOP or ENOTDIR depending on the kernel.
       if (errno(err) === 'ELOOP') throw new UnsafePathError('symlink', display, 'is a symbolic link');
@@ -187,11 +179,11 @@ export class SafeDir {
       throw err;
     }
     try {
-      const id = await mountIdOf(fh.fd);
+      const id = await this.fs.mountIdOf(fh.fd);
       if (id !== this.mountId && !allowMount) {
         throw new UnsafePathError('mount', display, 'is a mount point');
       }
-      return new SafeDir(fh, display, id);
+      return new SafeDir(this.fs, fh, display, id);
     } catch (err) {
       await fh.close();
       throw err;
@@ -204,14 +196,10 @@ export class SafeDir {
    * there (a symlink is chowned as a link and never chmodded). `mode` gets the
    * lstat result and returns the new mode, or undefined to leave it.
    */
-  async chownChmodChild(
-    name: string,
-    gid: number,
-    mode: (st: import('node:fs').Stats) => number | undefined,
-  ): Promise<void> {
-    let fh: FileHandle;
+  async chownChmodChild(name: string, gid: number, mode: (st: FsStats) => number | undefined): Promise<void> {
+    let fh: FsHandle;
     try {
-      fh = await open(this.child(name), O_PATH | O_NOFOLLOW);
+      fh = await this.fs.open(this.child(name), O_PATH | O_NOFOLLOW);
     } catch (err) {
       if (errno(err) === 'ENOENT') return;
       throw err;
@@ -221,13 +209,13 @@ export class SafeDir {
       const st = await fh.stat();
       if (st.isSymbolicLink()) {
         // Swapping a link for another link gains nothing; the link itself is chowned.
-        await lchown(this.child(name), -1, gid).catch(() => {});
+        await this.fs.lchown(this.child(name), -1, gid).catch(() => {});
         return;
       }
       // Through the magic link: the very inode the O_PATH fd holds, not a re-walk of the name.
-      await chown(self, -1, gid).catch(() => {});
+      await this.fs.chown(self, -1, gid).catch(() => {});
       const m = mode(st);
-      if (m !== undefined) await chmod(self, m).catch(() => {});
+      if (m !== undefined) await this.fs.chmod(self, m).catch(() => {});
     } finally {
       await fh.close();
     }
@@ -245,9 +233,9 @@ export class SafeDir {
     mode = 0o644,
     { exactMode = true }: { exactMode?: boolean } = {},
   ): Promise<void> {
-    let fh: FileHandle;
+    let fh: FsHandle;
     try {
-      fh = await open(this.child(name), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode);
+      fh = await this.fs.open(this.child(name), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode);
     } catch (err) {
       if (errno(err) === 'ELOOP')
         throw new UnsafePathError('symlink', `${this.path}/${name}`, 'is a symbolic link');
@@ -268,11 +256,13 @@ export class SafeDir {
 
 type Root = string | SafeDir;
 
-async function rootDir(root: Root): Promise<{ dir: SafeDir; owned: boolean }> {
+async function rootDir(fs: FsOps, root: Root): Promise<{ dir: SafeDir; owned: boolean }> {
   return typeof root === 'string'
-    ? { dir: await SafeDir.openRoot(root), owned: true }
+    ? { dir: await SafeDir.openRoot(root, root, fs), owned: true }
     : { dir: root, owned: false };
 }
+
+const reopen = (dir: SafeDir) => SafeDir.openRoot(dir.procPath, dir.path, dir.fs);
 
 /** Walks `parts` from `start`, closing every intermediate directory; `start` is never closed. */
 async function walk(start: SafeDir, parts: string[], opts: BeneathOptions): Promise<SafeDir> {
@@ -298,12 +288,17 @@ async function walk(start: SafeDir, parts: string[], opts: BeneathOptions): Prom
  * point. `rel` '' opens the root itself (a new handle for a SafeDir root). The
  * caller closes the result.
  */
-export async function openDirBeneath(root: Root, rel: string, opts: BeneathOptions = {}): Promise<SafeDir> {
+async function openDirBeneathIn(
+  fs: FsOps,
+  root: Root,
+  rel: string,
+  opts: BeneathOptions = {},
+): Promise<SafeDir> {
   const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
-  const { dir, owned } = await rootDir(root);
+  const { dir, owned } = await rootDir(fs, root);
   if (parts.length === 0) {
     if (owned) return dir;
-    return SafeDir.openRoot(dir.procPath, dir.path);
+    return reopen(dir);
   }
   try {
     return await walk(dir, parts, opts);
@@ -313,13 +308,14 @@ export async function openDirBeneath(root: Root, rel: string, opts: BeneathOptio
 }
 
 /** Runs `fn` with the directory `rel` below `root` open (see openDirBeneath), then closes it. */
-export async function withDirBeneath<T>(
+async function withDirBeneathIn<T>(
+  fs: FsOps,
   root: Root,
   rel: string,
   fn: (dir: SafeDir) => Promise<T>,
   opts: BeneathOptions = {},
 ): Promise<T> {
-  const dir = await openDirBeneath(root, rel, opts);
+  const dir = await openDirBeneathIn(fs, root, rel, opts);
   try {
     return await fn(dir);
   } finally {
@@ -332,21 +328,22 @@ export async function withDirBeneath<T>(
  * followed either: a symlink there opens the link itself) as an O_PATH fd,
  * for a bind mount from `/proc/<pid>/fd/<fd>`. The caller closes it.
  */
-export async function openPathBeneath(
+async function openPathBeneathIn(
+  fs: FsOps,
   root: Root,
   rel: string,
   opts: BeneathOptions = {},
-): Promise<FileHandle> {
+): Promise<FsHandle> {
   const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
   if (parts.length === 0) throw new UnsafePathError('badPath', rel, 'names the root itself');
-  const parent = await openDirBeneath(root, parts.slice(0, -1).join('/'), {
+  const parent = await openDirBeneathIn(fs, root, parts.slice(0, -1).join('/'), {
     crossMounts: opts.crossMounts === true,
   });
   try {
     const name = parts[parts.length - 1];
-    const fh = await open(parent.child(name), O_PATH | O_NOFOLLOW);
+    const fh = await parent.fs.open(parent.child(name), O_PATH | O_NOFOLLOW);
     try {
-      if ((await mountIdOf(fh.fd)) !== parent.mountId && !opts.crossMounts) {
+      if ((await parent.fs.mountIdOf(fh.fd)) !== parent.mountId && !opts.crossMounts) {
         throw new UnsafePathError('mount', `${parent.path}/${name}`, 'is a mount point');
       }
     } catch (err) {
@@ -364,33 +361,35 @@ export async function openPathBeneath(
  * component must be a real directory (a symlink is refused, not followed);
  * missing ones are created with `mode` (minus the umask, as mkdir(2)).
  */
-export async function mkdirAllBeneath(
+async function mkdirAllBeneathIn(
+  fs: FsOps,
   root: Root,
   rel: string,
   mode = 0o755,
   opts: BeneathOptions = {},
 ): Promise<void> {
-  const dir = await openMkdirAll(root, rel, mode, opts);
+  const dir = await openMkdirAllIn(fs, root, rel, mode, opts);
   await dir.close();
 }
 
 /** mkdirAllBeneath, returning the final directory open (the caller closes it). */
-export async function openMkdirAll(
+async function openMkdirAllIn(
+  fs: FsOps,
   root: Root,
   rel: string,
   mode = 0o755,
   opts: BeneathOptions = {},
 ): Promise<SafeDir> {
   const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
-  const { dir: start, owned } = await rootDir(root);
-  if (parts.length === 0) return owned ? start : SafeDir.openRoot(start.procPath, start.path);
+  const { dir: start, owned } = await rootDir(fs, root);
+  if (parts.length === 0) return owned ? start : reopen(start);
   let cur = start;
   try {
     for (let i = 0; i < parts.length; i++) {
       const last = i === parts.length - 1;
       const allow = opts.crossMounts === true || (opts.crossMounts === 'last' && last);
       try {
-        await mkdir(cur.child(parts[i]), { mode });
+        await cur.fs.mkdir(cur.child(parts[i]), mode);
       } catch (err) {
         if (errno(err) !== 'EEXIST') throw err;
       }
@@ -416,12 +415,12 @@ export async function openMkdirAll(
  * target must be real directories on the root's mount. A missing target is
  * success; a target that is a symlink or file is just unlinked.
  */
-export async function removeAllBeneath(root: Root, rel: string): Promise<void> {
+async function removeAllBeneathIn(fs: FsOps, root: Root, rel: string): Promise<void> {
   const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
   if (parts.length === 0) throw new UnsafePathError('badPath', rel, 'refusing to remove the root itself');
   let parent: SafeDir;
   try {
-    parent = await openDirBeneath(root, parts.slice(0, -1).join('/'));
+    parent = await openDirBeneathIn(fs, root, parts.slice(0, -1).join('/'));
   } catch (err) {
     if (errno(err) === 'ENOENT') return;
     throw err;
@@ -434,27 +433,16 @@ export async function removeAllBeneath(root: Root, rel: string): Promise<void> {
 }
 
 /** Removes everything inside the directory `rel` below root (which must exist), keeping the directory. */
-export async function removeContentsBeneath(
+async function removeContentsBeneathIn(
+  fs: FsOps,
   root: Root,
   rel: string,
   opts: BeneathOptions = {},
 ): Promise<void> {
-  await withDirBeneath(root, rel, (dir) => removeChildren(dir, 0, { top: dir, movedUp: 0 }), opts);
+  await withDirBeneathIn(fs, root, rel, (dir) => removeChildren(dir, 0, { top: dir, movedUp: 0 }), opts);
 }
 
-async function readNames(dir: SafeDir): Promise<string[]> {
-  const names: string[] = [];
-  const d = await opendir(dir.procPath, { bufferSize: 128 });
-  try {
-    for await (const e of d) {
-      names.push(e.name);
-      if (names.length >= READDIR_BATCH) break;
-    }
-  } finally {
-    await d.close().catch(() => {});
-  }
-  return names;
-}
+const readNames = (dir: SafeDir): Promise<string[]> => dir.fs.readdirSome(dir.procPath, READDIR_BATCH);
 
 /** Removal state shared by one removeAll: how many directories were moved up into the top one. */
 interface Removal {
@@ -492,7 +480,7 @@ async function removeEntry(
   for (let attempt = 1; ; attempt++) {
     // Not a directory (a file, a symlink, whatever was swapped in): unlink never follows.
     try {
-      await unlink(at);
+      await parent.fs.unlink(at);
       return;
     } catch (err) {
       const code = errno(err);
@@ -512,7 +500,7 @@ async function removeEntry(
     try {
       if (r !== undefined && depth >= MAX_OPEN_DEPTH) {
         // Same mount (checked by openChild), so rename(2) works; the top loop meets it again.
-        await rename(at, r.top.child(`.podvol-removing-${randomBytes(6).toString('hex')}`));
+        await parent.fs.rename(at, r.top.child(`.podvol-removing-${randomBytes(6).toString('hex')}`));
         r.movedUp++;
         return;
       }
@@ -521,7 +509,7 @@ async function removeEntry(
       await child.close();
     }
     try {
-      await rmdir(at);
+      await parent.fs.rmdir(at);
       return;
     } catch (err) {
       const code = errno(err);
@@ -544,3 +532,49 @@ export async function mountPointsBelow(mounter: mount.Interface, path: string): 
   const table = await mounter.list();
   return table.map((m) => m.mountPoint).filter((mp) => mp === root || mp.startsWith(root + sep));
 }
+
+/** The safe primitives on one filesystem: what the host hands plugins (VolumeHost.getFs). */
+export interface SafeFs {
+  /** The plain calls, for what is not beneath a root (a hostPath, a stat). */
+  readonly ops: FsOps;
+  openRoot(path: string): Promise<SafeDir>;
+  openDirBeneath(root: Root, rel: string, opts?: BeneathOptions): Promise<SafeDir>;
+  withDirBeneath<T>(
+    root: Root,
+    rel: string,
+    fn: (dir: SafeDir) => Promise<T>,
+    opts?: BeneathOptions,
+  ): Promise<T>;
+  openPathBeneath(root: Root, rel: string, opts?: BeneathOptions): Promise<FsHandle>;
+  mkdirAllBeneath(root: Root, rel: string, mode?: number, opts?: BeneathOptions): Promise<void>;
+  openMkdirAll(root: Root, rel: string, mode?: number, opts?: BeneathOptions): Promise<SafeDir>;
+  removeAllBeneath(root: Root, rel: string): Promise<void>;
+  removeContentsBeneath(root: Root, rel: string, opts?: BeneathOptions): Promise<void>;
+}
+
+/** The primitives above on `fs` (a SafeDir root carries its own). */
+export function createSafeFs(fs: FsOps): SafeFs {
+  return {
+    ops: fs,
+    openRoot: (path) => SafeDir.openRoot(path, path, fs),
+    openDirBeneath: (root, rel, opts) => openDirBeneathIn(fs, root, rel, opts),
+    withDirBeneath: (root, rel, fn, opts) => withDirBeneathIn(fs, root, rel, fn, opts),
+    openPathBeneath: (root, rel, opts) => openPathBeneathIn(fs, root, rel, opts),
+    mkdirAllBeneath: (root, rel, mode, opts) => mkdirAllBeneathIn(fs, root, rel, mode, opts),
+    openMkdirAll: (root, rel, mode, opts) => openMkdirAllIn(fs, root, rel, mode, opts),
+    removeAllBeneath: (root, rel) => removeAllBeneathIn(fs, root, rel),
+    removeContentsBeneath: (root, rel, opts) => removeContentsBeneathIn(fs, root, rel, opts),
+  };
+}
+
+// The agent's own directories (records, orphan clean-up, drain) are always on the host's filesystem.
+const host = createSafeFs(nodeFsOps());
+export const {
+  openDirBeneath,
+  withDirBeneath,
+  openPathBeneath,
+  mkdirAllBeneath,
+  openMkdirAll,
+  removeAllBeneath,
+  removeContentsBeneath,
+} = host;

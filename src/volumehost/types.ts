@@ -11,6 +11,7 @@ import type {
 } from '@kubernetes/client-node';
 import type * as mount from '../mount/types.ts';
 import type { Mounter, Spec, Unmounter, VolumePlugin } from '../plugins/types.ts';
+import type { SafeFs } from './safe-fs.ts';
 
 export interface Exec {
   /** Runs argv (never a shell) with a timeout; resolves with combined output. */
@@ -40,6 +41,8 @@ export interface VolumeHost {
 
   getKubeClient(): unknown | undefined;
   getMounter(): mount.Interface;
+  /** The filesystem plugins create, change and remove things on (`podvol plan` hands them a recording one). */
+  getFs(): SafeFs;
   getExec(): Exec;
   getHostName(): string;
   /** Where the host's / is (--host-root; '/' unless podvol runs in a container): hostPaths are resolved under it. */

@@ -8,22 +8,8 @@
 // Names starting with `..` are reserved. There is no internal locking: callers
 // serialize writes per volume (kubelet's per-(volume,pod) operation key).
 import { randomBytes } from 'node:crypto';
-import {
-  chmod,
-  lchown,
-  lstat,
-  mkdir,
-  readdir,
-  readFile,
-  readlink,
-  rename,
-  rmdir,
-  stat,
-  symlink,
-  unlink,
-  writeFile,
-} from 'node:fs/promises';
-import { dirname, join, posix } from 'node:path';
+import { join, posix } from 'node:path';
+import { type FsOps, nodeFsOps, O_CREAT, O_NOFOLLOW, O_TRUNC, O_WRONLY } from '../../volumehost/fs.ts';
 import { removeAllBeneath, type SafeDir } from '../../volumehost/safe-fs.ts';
 
 export interface FileProjection {
@@ -110,9 +96,9 @@ export class AtomicWriteError extends Error {
   }
 }
 
-async function readlinkOrEmpty(p: string): Promise<string> {
+async function readlinkOrEmpty(fs: FsOps, p: string): Promise<string> {
   try {
-    return await readlink(p);
+    return await fs.readlink(p);
   } catch (err) {
     if (errno(err) === 'ENOENT') return '';
     throw err;
@@ -121,23 +107,33 @@ async function readlinkOrEmpty(p: string): Promise<string> {
 
 // Every path below root, relative to it, without following symlinks; unreadable
 // parts are skipped, as kubelet's Walk visitor ignores errors.
-async function walkRelative(root: string, rel = '', out = new Set<string>()): Promise<Set<string>> {
-  let entries: import('node:fs').Dirent[];
+async function walkRelative(
+  fs: FsOps,
+  root: string,
+  rel = '',
+  out = new Set<string>(),
+): Promise<Set<string>> {
+  let names: string[];
   try {
-    entries = await readdir(join(root, rel), { withFileTypes: true });
+    names = await fs.readdir(join(root, rel));
   } catch {
     return out;
   }
-  for (const e of entries) {
-    const p = rel ? `${rel}/${e.name}` : e.name;
+  for (const name of names) {
+    const p = rel ? `${rel}/${name}` : name;
     out.add(p);
-    if (e.isDirectory()) await walkRelative(root, p, out);
+    const st = await fs.lstat(join(root, p)).catch(() => undefined);
+    if (st?.isDirectory()) await walkRelative(fs, root, p, out);
   }
   return out;
 }
 
-async function pathsToRemove(payload: Map<string, CleanFile>, oldTsPath: string): Promise<Set<string>> {
-  const current = await walkRelative(oldTsPath);
+async function pathsToRemove(
+  fs: FsOps,
+  payload: Map<string, CleanFile>,
+  oldTsPath: string,
+): Promise<Set<string>> {
+  const current = await walkRelative(fs, oldTsPath);
   // Keep every payload path and all its parents, so non-empty dirs are never candidates.
   const keep = new Set<string>();
   for (const file of payload.keys()) {
@@ -146,20 +142,24 @@ async function pathsToRemove(payload: Map<string, CleanFile>, oldTsPath: string)
   return new Set([...current].filter((p) => !keep.has(p)));
 }
 
-async function shouldWriteFile(p: string, content: Buffer): Promise<boolean> {
+async function shouldWriteFile(fs: FsOps, p: string, content: Buffer): Promise<boolean> {
   try {
-    await lstat(p);
+    await fs.lstat(p);
   } catch (err) {
     // ENOTDIR too: a file in the old set became a directory in the new one.
     // (kubelet only treats ENOENT as "missing" and fails the write forever.)
     if (errno(err) === 'ENOENT' || errno(err) === 'ENOTDIR') return true;
   }
-  return !content.equals(await readFile(p));
+  return !content.equals(await fs.readFile(p));
 }
 
-async function shouldWritePayload(payload: Map<string, CleanFile>, oldTsPath: string): Promise<boolean> {
+async function shouldWritePayload(
+  fs: FsOps,
+  payload: Map<string, CleanFile>,
+  oldTsPath: string,
+): Promise<boolean> {
   for (const [p, f] of payload) {
-    if (await shouldWriteFile(join(oldTsPath, p), f.data)) return true;
+    if (await shouldWriteFile(fs, join(oldTsPath, p), f.data)) return true;
   }
   return false;
 }
@@ -169,65 +169,84 @@ function pad(n: number): string {
 }
 
 // Go: os.MkdirTemp(target, now.UTC().Format("..2006_01_02_15_04_05.")), then chmod 0755.
-async function newTimestampDir(targetDir: string, now: Date): Promise<string> {
+async function newTimestampDir(fs: FsOps, targetDir: string, now: Date): Promise<string> {
   const prefix =
     `..${now.getUTCFullYear()}_${pad(now.getUTCMonth() + 1)}_${pad(now.getUTCDate())}_` +
     `${pad(now.getUTCHours())}_${pad(now.getUTCMinutes())}_${pad(now.getUTCSeconds())}.`;
   for (let attempt = 0; attempt < 10000; attempt++) {
     const dir = join(targetDir, prefix + randomBytes(4).readUInt32BE(0));
     try {
-      await mkdir(dir, { mode: 0o700 });
+      await fs.mkdir(dir, 0o700);
     } catch (err) {
       if (errno(err) === 'EEXIST') continue;
       throw err;
     }
     // 0755 lets group and other traverse the tree whatever the umask.
-    await chmod(dir, 0o755);
+    await fs.chmod(dir, 0o755);
     return dir;
   }
   throw new Error(`could not create a unique timestamped directory in ${targetDir}`);
 }
 
-async function writePayloadToDir(payload: Map<string, CleanFile>, dir: string): Promise<void> {
-  for (const [p, f] of payload) {
-    const fullPath = join(dir, p);
-    await mkdir(dirname(fullPath), { recursive: true, mode: 0o777 });
-    await writeFile(fullPath, f.data, { mode: f.mode });
-    // open(2) applied the umask; the requested mode must win.
-    await chmod(fullPath, f.mode);
-    if (f.fsUser !== undefined) await lchown(fullPath, f.fsUser, -1);
+/** os.MkdirAll(0777) inside the new timestamped directory, which we just made: nothing in it is foreign. */
+async function mkdirParents(fs: FsOps, dir: string, rel: string): Promise<void> {
+  const parts = rel.split('/').slice(0, -1);
+  for (let i = 1; i <= parts.length; i++) {
+    await fs.mkdir(join(dir, ...parts.slice(0, i)), 0o777).catch((err) => {
+      if (errno(err) !== 'EEXIST') throw err;
+    });
   }
 }
 
-async function createUserVisibleFiles(targetDir: string, payload: Map<string, CleanFile>): Promise<void> {
+async function writePayloadToDir(fs: FsOps, payload: Map<string, CleanFile>, dir: string): Promise<void> {
+  for (const [p, f] of payload) {
+    const fullPath = join(dir, p);
+    await mkdirParents(fs, dir, p);
+    const fh = await fs.open(fullPath, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, f.mode);
+    try {
+      await fh.writeFile(f.data);
+      // open(2) applied the umask; the requested mode must win.
+      await fh.chmod(f.mode);
+    } finally {
+      await fh.close();
+    }
+    if (f.fsUser !== undefined) await fs.lchown(fullPath, f.fsUser, -1);
+  }
+}
+
+async function createUserVisibleFiles(
+  fs: FsOps,
+  targetDir: string,
+  payload: Map<string, CleanFile>,
+): Promise<void> {
   for (const p of payload.keys()) {
     const linkName = p.split('/')[0];
     try {
-      await readlink(join(targetDir, linkName));
+      await fs.readlink(join(targetDir, linkName));
     } catch (err) {
       if (errno(err) !== 'ENOENT') continue;
-      await symlink(join(DATA_DIR_NAME, linkName), join(targetDir, linkName));
+      await fs.symlink(join(DATA_DIR_NAME, linkName), join(targetDir, linkName));
     }
   }
 }
 
 // Go's os.Remove: a file/symlink, or an empty directory.
-async function removePath(p: string): Promise<void> {
+async function removePath(fs: FsOps, p: string): Promise<void> {
   try {
-    await unlink(p);
+    await fs.unlink(p);
   } catch (err) {
-    if (errno(err) === 'EISDIR' || errno(err) === 'EPERM') await rmdir(p);
+    if (errno(err) === 'EISDIR' || errno(err) === 'EPERM') await fs.rmdir(p);
     else throw err;
   }
 }
 
-async function removeUserVisiblePaths(targetDir: string, paths: Set<string>): Promise<void> {
+async function removeUserVisiblePaths(fs: FsOps, targetDir: string, paths: Set<string>): Promise<void> {
   let lastErr: unknown;
   for (const p of paths) {
     // Only the top level holds user-visible links; deeper paths vanish with the old ts dir.
     if (p.includes('/')) continue;
     try {
-      await removePath(join(targetDir, p));
+      await removePath(fs, join(targetDir, p));
     } catch (err) {
       // Already gone is the desired state (kubelet would report an error here).
       if (errno(err) !== 'ENOENT') lastErr = err;
@@ -252,8 +271,9 @@ export async function writeAtomically(
   // through its /proc/self/fd path; messages name the real path.
   const targetDir = typeof target === 'string' ? target : target.procPath;
   const shownDir = typeof target === 'string' ? target : target.path;
+  const fs = typeof target === 'string' ? nodeFsOps() : target.fs;
   try {
-    await stat(targetDir);
+    await fs.stat(targetDir);
   } catch (err) {
     if (errno(err) === 'ENOENT') {
       throw new AtomicWriteError(ctx, `target directory ${shownDir} does not exist`, err);
@@ -272,7 +292,7 @@ export async function writeAtomically(
   const dataDirPath = join(targetDir, DATA_DIR_NAME);
   let oldTsDir: string;
   try {
-    oldTsDir = await readlinkOrEmpty(dataDirPath);
+    oldTsDir = await readlinkOrEmpty(fs, dataDirPath);
   } catch (err) {
     throw new AtomicWriteError(ctx, 'error reading link for data directory', err);
   }
@@ -290,9 +310,9 @@ export async function writeAtomically(
   if (oldTsDir !== '') {
     try {
       // (3) what disappeared since the last write
-      toRemove = await pathsToRemove(clean, oldTsPath);
+      toRemove = await pathsToRemove(fs, clean, oldTsPath);
       // (4) did the data change
-      const should = await shouldWritePayload(clean, oldTsPath);
+      const should = await shouldWritePayload(fs, clean, oldTsPath);
       if (!should && toRemove.size === 0) {
         shouldWrite = false;
         // Nothing to publish, and the current ts dir must survive step (12).
@@ -307,16 +327,16 @@ export async function writeAtomically(
     // (5) new timestamped dir
     let tsDir: string;
     try {
-      tsDir = await newTimestampDir(targetDir, opts.now?.() ?? new Date());
+      tsDir = await newTimestampDir(fs, targetDir, opts.now?.() ?? new Date());
     } catch (err) {
       throw new AtomicWriteError(ctx, 'error creating new ts data directory', err);
     }
     const tsDirName = posix.basename(tsDir);
-    const discardTsDir = () => removeAllBeneath(targetDir, tsDirName).catch(() => {});
+    const discardTsDir = () => removeAllBeneath(target, tsDirName).catch(() => {});
 
     // (6) payload, (7) ownership hook
     try {
-      await writePayloadToDir(clean, tsDir);
+      await writePayloadToDir(fs, clean, tsDir);
     } catch (err) {
       await discardTsDir();
       throw new AtomicWriteError(
@@ -338,10 +358,10 @@ export async function writeAtomically(
     // and (9) would make symlink(2) fail forever, so clear it first.
     const newDataDirPath = join(targetDir, NEW_DATA_DIR_NAME);
     try {
-      await unlink(newDataDirPath).catch((err) => {
+      await fs.unlink(newDataDirPath).catch((err) => {
         if (errno(err) !== 'ENOENT') throw err;
       });
-      await symlink(tsDirName, newDataDirPath);
+      await fs.symlink(tsDirName, newDataDirPath);
     } catch (err) {
       await discardTsDir();
       throw new AtomicWriteError(ctx, 'error creating symbolic link for atomic update', err);
@@ -349,9 +369,9 @@ export async function writeAtomically(
 
     // (9) the atomic swap
     try {
-      await rename(newDataDirPath, dataDirPath);
+      await fs.rename(newDataDirPath, dataDirPath);
     } catch (err) {
-      await unlink(newDataDirPath).catch(() => {});
+      await fs.unlink(newDataDirPath).catch(() => {});
       await discardTsDir();
       throw new AtomicWriteError(
         ctx,
@@ -363,14 +383,14 @@ export async function writeAtomically(
 
   // (10) user-visible links, created only once their target exists
   try {
-    await createUserVisibleFiles(targetDir, clean);
+    await createUserVisibleFiles(fs, targetDir, clean);
   } catch (err) {
     throw new AtomicWriteError(ctx, `error creating visible symlinks in ${shownDir}`, err);
   }
 
   // (11) prune names that left the payload
   try {
-    await removeUserVisiblePaths(targetDir, toRemove);
+    await removeUserVisiblePaths(fs, targetDir, toRemove);
   } catch (err) {
     throw new AtomicWriteError(ctx, 'error removing old visible symlinks', err);
   }
@@ -378,7 +398,7 @@ export async function writeAtomically(
   // (12) the previous ts dir
   if (oldTsDir !== '') {
     try {
-      await removeAllBeneath(targetDir, oldTsDir);
+      await removeAllBeneath(target, oldTsDir);
     } catch (err) {
       throw new AtomicWriteError(ctx, `error removing old data directory ${oldTsDir}`, err);
     }

@@ -1,0 +1,107 @@
+// The filesystem calls plugins make, as one small interface the host hands
+// them (VolumeHost.getFs), the way mount.Interface is the mount layer's: the
+// daemon's is node:fs itself; `podvol plan` hands them a recording one
+// (src/agent/ops/plan-fs.ts) so that their real SetUp and TearDown run without
+// touching the host. Paths may be `/proc/self/fd/<fd>/...` magic links of an
+// open directory (safe-fs.ts works that way), so an implementation resolves them.
+import { constants } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+
+/** The part of fs.Stats podvol reads. */
+export interface FsStats {
+  dev: number;
+  ino: number;
+  mode: number;
+  size: number;
+  uid: number;
+  gid: number;
+  isDirectory(): boolean;
+  isFile(): boolean;
+  isSymbolicLink(): boolean;
+  isSocket(): boolean;
+  isBlockDevice(): boolean;
+  isCharacterDevice(): boolean;
+}
+
+/** An open file or directory (node's FileHandle, narrowed). */
+export interface FsHandle {
+  readonly fd: number;
+  stat(): Promise<FsStats>;
+  chmod(mode: number): Promise<void>;
+  chown(uid: number, gid: number): Promise<void>;
+  writeFile(data: string | Uint8Array): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** node:fs/promises as podvol uses it. Errors carry node's errno `code`s (ENOENT, EEXIST, ELOOP...). */
+export interface FsOps {
+  open(path: string, flags: number, mode?: number): Promise<FsHandle>;
+  /** The `mnt_id` of an open fd (/proc/self/fdinfo): which mount it lies on. */
+  mountIdOf(fd: number): Promise<number>;
+  lstat(path: string): Promise<FsStats>;
+  stat(path: string): Promise<FsStats>;
+  /** statfs(2) f_type: which filesystem holds `path`. */
+  statfsType(path: string): Promise<number>;
+  readdir(path: string): Promise<string[]>;
+  /** At most `max` names of a directory, without reading a huge one whole. */
+  readdirSome(path: string, max: number): Promise<string[]>;
+  readFile(path: string): Promise<Buffer>;
+  readlink(path: string): Promise<string>;
+  /** mkdir(2): EEXIST when anything is there; `mode` minus the umask. */
+  mkdir(path: string, mode: number): Promise<void>;
+  symlink(target: string, path: string): Promise<void>;
+  rename(from: string, to: string): Promise<void>;
+  unlink(path: string): Promise<void>;
+  rmdir(path: string): Promise<void>;
+  chmod(path: string, mode: number): Promise<void>;
+  chown(path: string, uid: number, gid: number): Promise<void>;
+  lchown(path: string, uid: number, gid: number): Promise<void>;
+}
+
+export const { O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC, O_APPEND, O_DIRECTORY, O_NOFOLLOW } = constants;
+/** O_PATH (Linux, same value on x86-64 and arm64); node does not export it. */
+export const O_PATH = 0o10000000;
+
+async function readdirSome(path: string, max: number): Promise<string[]> {
+  const names: string[] = [];
+  const d = await fsp.opendir(path, { bufferSize: 128 });
+  try {
+    for await (const e of d) {
+      names.push(e.name);
+      if (names.length >= max) break;
+    }
+  } finally {
+    await d.close().catch(() => {});
+  }
+  return names;
+}
+
+async function mountIdOf(fd: number): Promise<number> {
+  const info = await fsp.readFile(`/proc/self/fdinfo/${fd}`, 'utf8');
+  const m = /^mnt_id:\s*(\d+)/m.exec(info);
+  if (!m) throw new Error(`no mnt_id in /proc/self/fdinfo/${fd}`);
+  return Number(m[1]);
+}
+
+/** The host's filesystem. */
+export function nodeFsOps(): FsOps {
+  return {
+    open: (path, flags, mode) => fsp.open(path, flags, mode),
+    mountIdOf,
+    lstat: (path) => fsp.lstat(path),
+    stat: (path) => fsp.stat(path),
+    statfsType: async (path) => (await fsp.statfs(path)).type,
+    readdir: (path) => fsp.readdir(path),
+    readdirSome,
+    readFile: (path) => fsp.readFile(path),
+    readlink: (path) => fsp.readlink(path),
+    mkdir: (path, mode) => fsp.mkdir(path, { mode }).then(() => {}),
+    symlink: (target, path) => fsp.symlink(target, path),
+    rename: (from, to) => fsp.rename(from, to),
+    unlink: (path) => fsp.unlink(path),
+    rmdir: (path) => fsp.rmdir(path),
+    chmod: (path, mode) => fsp.chmod(path, mode),
+    chown: (path, uid, gid) => fsp.chown(path, uid, gid),
+    lchown: (path, uid, gid) => fsp.lchown(path, uid, gid),
+  };
+}

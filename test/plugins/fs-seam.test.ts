@@ -1,0 +1,24 @@
+// Plugins touch the filesystem only through the one the host hands them
+// (VolumeHost.getFs), so `podvol plan` can run their real SetUp and TearDown
+// against a recording filesystem. This pins that down for every plugin file.
+import assert from 'node:assert/strict';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { test } from 'node:test';
+
+// Left on node:fs, each for a reason: CSI (all of csi/) works through a driver the
+// plan cannot run; disk usage only reads, for /metrics, never during SetUp.
+const exempt = (f: string) => f.startsWith('csi/') || f === 'util/disk-usage.ts';
+
+test('no plugin file imports node:fs, except the CSI plugin and disk usage', async () => {
+  const root = 'src/plugins';
+  const files = (await readdir(root, { recursive: true })).filter((f) => f.endsWith('.ts'));
+  assert.ok(files.includes('emptydir.ts') && files.includes('util/atomic-writer.ts'));
+  const offenders: string[] = [];
+  for (const f of files) {
+    if (exempt(f)) continue;
+    const text = await readFile(join(root, f), 'utf8');
+    if (/from 'node:fs(\/promises)?'/.test(text)) offenders.push(f);
+  }
+  assert.deepEqual(offenders, []);
+});
