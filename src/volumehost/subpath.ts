@@ -6,16 +6,31 @@
 // <root>/pods/<uid>/volume-subpaths/<volume>/<container>/<index>: whatever the
 // container swaps in after the check (CVE-2017-1002101, CVE-2021-25741), the
 // mount is of the object that was checked. Subpath mounts are removed with
-// their volume (CleanSubPaths), never by following a link.
-import { lstat, mkdir, open, readdir, realpath, rmdir, stat, writeFile } from 'node:fs/promises';
+// their volume (CleanSubPaths) from open directories, never by following a
+// link nor entering a mount.
+import { lstat, mkdir, open, realpath, stat, writeFile } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import { VolumeError } from '../plugins/types.ts';
+import { type FsHandle, O_NOFOLLOW, O_PATH } from './fs.ts';
 import { podDir } from './paths.ts';
-import { openPathBeneath, SafeDir, UnsafePathError } from './safe-fs.ts';
+import {
+  openDirBeneath,
+  openPathBeneath,
+  relativeBeneath,
+  SafeDir,
+  UnsafePathError,
+  withDirBeneath,
+} from './safe-fs.ts';
 
 export const SUBPATH_DIR = 'volume-subpaths';
+
+/** Entries of a subpath directory read at once (one per volumeMount of a container). */
+const READ_BATCH = 4096;
+const readNames = (dir: SafeDir) => dir.fs.readdirSome(dir.procPath, READ_BATCH);
+/** Stacked bind mounts on one subpath target are unmounted one by one; this bounds the loop. */
+const MAX_STACKED_SUBPATH_MOUNTS = 10;
 
 export interface SubPathRequest {
   podUID: string;
@@ -167,36 +182,147 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
     }
   }
 
+  /** A subpath target left by a failed bind: unmounted if mounted, then removed (path-based, podvol's own new entry). */
   async function cleanOne(containerDir: string, entry: string): Promise<void> {
     await o.mounter.cleanupMountPoint(join(containerDir, entry), true);
   }
 
-  async function cleanSubPaths(podUID: string, volumeName: string): Promise<void> {
-    const volDir = join(podDir(o.rootDir, podUID), SUBPATH_DIR, volumeName);
-    let containers: string[];
+  /**
+   * One `<index>` entry of a container's subpath directory, relative to the
+   * open directory: a symlink is unlinked (never followed), a mount point on
+   * it (the subpath bind mount, told by its mnt_id) is unmounted through the
+   * open parent, and what is left (podvol's empty directory or file) is
+   * removed. A non-empty directory is an error: nothing but podvol's own
+   * empty mount points is ever deleted.
+   */
+  async function cleanEntry(dir: SafeDir, name: string): Promise<void> {
+    for (let unmounts = 0; ; unmounts++) {
+      let fh: FsHandle;
+      try {
+        fh = await dir.fs.open(dir.child(name), O_PATH | O_NOFOLLOW);
+      } catch (err) {
+        if (code(err) === 'ENOENT') return;
+        throw err;
+      }
+      let mounted: boolean;
+      let isDir: boolean;
+      try {
+        const st = await fh.stat();
+        if (st.isSymbolicLink()) {
+          await dir.fs.unlink(dir.child(name)).catch((e) => {
+            if (code(e) !== 'ENOENT') throw e;
+          });
+          return;
+        }
+        isDir = st.isDirectory();
+        mounted = (await dir.fs.mountIdOf(fh.fd)) !== dir.mountId;
+      } finally {
+        // Closed before the unmount: an open descriptor on the mount would keep it busy.
+        await fh.close();
+      }
+      if (!mounted) {
+        try {
+          await (isDir ? dir.fs.rmdir(dir.child(name)) : dir.fs.unlink(dir.child(name)));
+        } catch (err) {
+          if (code(err) === 'ENOENT') return;
+          throw err;
+        }
+        return;
+      }
+      if (unmounts >= MAX_STACKED_SUBPATH_MOUNTS) {
+        throw new Error(`still mounted after ${unmounts} unmounts`);
+      }
+      // /proc/<pid>/fd/<dir>/<name>: the kernel resolves the open directory, then only <name> in it.
+      await o.mounter.unmount(`${dir.hostProcPath}/${name}`);
+    }
+  }
+
+  /** `<volume>` below volume-subpaths: each container directory, then the directory itself. */
+  async function cleanVolumeDir(subpaths: SafeDir, volumeName: string): Promise<void> {
+    let volDir: SafeDir;
     try {
-      containers = await readdir(volDir);
+      volDir = await subpaths.openChild(volumeName);
     } catch (err) {
       if (code(err) === 'ENOENT') return;
-      throw new Error(`error reading ${volDir}: ${(err as Error).message}`);
-    }
-    for (const c of containers) {
-      const containerDir = join(volDir, c);
-      if (!(await lstat(containerDir)).isDirectory()) continue;
-      for (const entry of await readdir(containerDir)) {
-        try {
-          await cleanOne(containerDir, entry);
-        } catch (err) {
-          throw new Error(
-            `error cleaning subpath mount ${join(containerDir, entry)}: ${(err as Error).message}`,
-          );
-        }
+      if (err instanceof UnsafePathError && err.kind !== 'mount') {
+        // Not podvol's: a link (or file) where its directory should be is removed as such.
+        await subpaths.fs.unlink(subpaths.child(volumeName));
+        return;
       }
-      await rmdir(containerDir);
+      throw err;
     }
-    await rmdir(volDir);
-    await rmdir(join(podDir(o.rootDir, podUID), SUBPATH_DIR)).catch((err) => {
-      if (code(err) !== 'ENOTEMPTY' && code(err) !== 'EEXIST' && code(err) !== 'ENOENT') throw err;
+    const errors: string[] = [];
+    try {
+      for (const c of await readNames(volDir)) {
+        let containerDir: SafeDir;
+        try {
+          containerDir = await volDir.openChild(c);
+        } catch (err) {
+          if (code(err) === 'ENOENT') continue;
+          if (err instanceof UnsafePathError && err.kind !== 'mount') {
+            await volDir.fs
+              .unlink(volDir.child(c))
+              .catch((e) => errors.push(`${c}: ${(e as Error).message}`));
+          } else errors.push(`${c}: ${(err as Error).message}`);
+          continue;
+        }
+        try {
+          for (const entry of await readNames(containerDir)) {
+            try {
+              await cleanEntry(containerDir, entry);
+            } catch (err) {
+              errors.push(
+                `error cleaning subpath mount ${containerDir.path}/${entry}: ${(err as Error).message}`,
+              );
+            }
+          }
+        } finally {
+          await containerDir.close();
+        }
+        await volDir.fs.rmdir(volDir.child(c)).catch((err) => {
+          if (code(err) !== 'ENOENT') errors.push(`${volDir.path}/${c}: ${(err as Error).message}`);
+        });
+      }
+    } finally {
+      await volDir.close();
+    }
+    if (errors.length > 0) throw new Error(errors.join('; '));
+    await subpaths.fs.rmdir(subpaths.child(volumeName)).catch((err) => {
+      if (code(err) !== 'ENOENT') throw err;
+    });
+  }
+
+  /**
+   * CleanSubPaths: every `<container>/<index>` below
+   * <pod>/volume-subpaths/<volume>, walked from open directories (safe-fs):
+   * no symlink is followed (one is unlinked as a link), no mount is entered,
+   * and the only mounts touched are the subpath bind mounts themselves. Every
+   * entry is tried; the errors are reported together, and the directories are
+   * removed only once they are empty.
+   */
+  async function cleanSubPaths(podUID: string, volumeName: string): Promise<void> {
+    let subpaths: SafeDir;
+    try {
+      subpaths = await openDirBeneath(
+        o.rootDir,
+        relativeBeneath(o.rootDir, join(podDir(o.rootDir, podUID), SUBPATH_DIR)),
+      );
+    } catch (err) {
+      if (code(err) === 'ENOENT') return;
+      // A link or mount on the way keeps its UnsafePath reason for /status.
+      if (err instanceof UnsafePathError) throw err;
+      throw new Error(`error reading subpaths of pod ${podUID}: ${(err as Error).message}`);
+    }
+    try {
+      await cleanVolumeDir(subpaths, volumeName);
+    } finally {
+      await subpaths.close();
+    }
+    // The pod's volume-subpaths directory goes with its last volume.
+    await withDirBeneath(o.rootDir, relativeBeneath(o.rootDir, podDir(o.rootDir, podUID)), (pd) =>
+      pd.fs.rmdir(pd.child(SUBPATH_DIR)),
+    ).catch((err) => {
+      if (!['ENOTEMPTY', 'EEXIST', 'ENOENT'].includes(code(err) ?? '')) throw err;
     });
   }
 
