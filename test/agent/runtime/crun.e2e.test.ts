@@ -344,3 +344,122 @@ crunTest(
     }
   },
 );
+
+crunTest(
+  'crun: downwardAPI bytes and fsGroup ownership and modes, as the container (a non-root user in the fsGroup) sees them',
+  async (t) => {
+    const base = await tempDir(t);
+    const manifests = join(base, 'manifests');
+    await mkdir(manifests);
+    const root = join(base, 'root');
+    const socket = runtimeSocketOf(root);
+    await writeFile(
+      join(manifests, 'owned.json'),
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'owned', namespace: 'default', labels: { tier: 'front', app: 'web' } },
+        spec: {
+          securityContext: { fsGroup: 2000 },
+          // Pod-level limits: the container sets no cpu limit, so limits.cpu reports the pod's.
+          resources: { limits: { cpu: '500m', memory: '128Mi' } },
+          containers: [
+            {
+              name: 'app',
+              image: 'busybox',
+              resources: { limits: { memory: '64Mi' } },
+              volumeMounts: [
+                { name: 'info', mountPath: '/info' },
+                { name: 'data', mountPath: '/data' },
+                { name: 'proj', mountPath: '/proj' },
+              ],
+            },
+          ],
+          volumes: [
+            {
+              name: 'info',
+              downwardAPI: {
+                items: [
+                  { path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } },
+                  { path: 'name', fieldRef: { fieldPath: 'metadata.name' } },
+                  { path: 'private/ns', mode: 0o400, fieldRef: { fieldPath: 'metadata.namespace' } },
+                  {
+                    path: 'mem',
+                    resourceFieldRef: { containerName: 'app', resource: 'limits.memory', divisor: '1Mi' },
+                  },
+                  {
+                    path: 'cpu',
+                    resourceFieldRef: { containerName: 'app', resource: 'limits.cpu', divisor: '1m' },
+                  },
+                ],
+              },
+            },
+            { name: 'data', emptyDir: {} },
+            {
+              name: 'proj',
+              projected: {
+                defaultMode: 0o440,
+                sources: [
+                  {
+                    downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] },
+                  },
+                ],
+              },
+            },
+          ],
+        },
+      }),
+    );
+    const p = await startPodvol({ rootDir: root, manifests });
+    t.after(() => p.stop());
+    const uid = await waitMounted(socket, 'owned-testnode');
+    const app = await mountsOf(socket, uid, 'app');
+    // As a runtime runs a pod with an fsGroup: a non-root user with the fsGroup among its groups.
+    const run = await runContainer(base, {
+      mounts: app.mounts,
+      uid: 1000,
+      gid: 3000,
+      additionalGids: [2000, ...app.supplementalGroups],
+      args: [
+        'sh',
+        '-c',
+        [
+          'cd /',
+          // '|' shows where each file ends: kubelet writes no trailing newline.
+          "cat /info/labels; echo '|'",
+          "cat /info/name; echo '|'",
+          "cat /info/mem; echo '|'",
+          "cat /info/cpu; echo '|'",
+          // Mode 0400 for root: readable by this user only through the fsGroup's group bits.
+          "cat /info/private/ns; echo '|'",
+          "cat /proj/labels; echo '|'",
+          'stat -L -c "%n %a %u %g" /info/labels /info/private/ns /info/mem /proj/labels',
+          'stat -c "%n %a %u %g" /data',
+          'echo x > /data/new && stat -c "%n %u %g" /data/new',
+          '(echo x > /info/x) 2>/dev/null && echo info-WRITABLE || echo info-refused',
+        ].join('; '),
+      ],
+    });
+    assert.equal(run.code, 0, run.stderr);
+    assert.deepEqual(run.stdout.split('\n'), [
+      'app="web"',
+      'tier="front"|',
+      'owned-testnode|',
+      '64|',
+      '500|',
+      'default|',
+      'app="web"',
+      'tier="front"|',
+      // SetVolumeOwnership: group fsGroup, group read added (read-only volumes: 0440), setgid on directories.
+      '/info/labels 644 0 2000',
+      '/info/private/ns 440 0 2000',
+      '/info/mem 644 0 2000',
+      '/proj/labels 440 0 2000',
+      // An emptyDir is 0777 plus the setgid bit, group fsGroup: new files inherit the group.
+      '/data 2777 0 2000',
+      '/data/new 1000 2000',
+      'info-refused',
+      '',
+    ]);
+  },
+);
