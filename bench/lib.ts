@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { freshBundle } from '../bin/fresh-bundle.js';
 import { freePort } from '../test/helpers/daemon.ts';
 
 export const repoRoot = join(import.meta.dirname, '..');
@@ -123,6 +124,9 @@ export async function startPodvol(o: {
     o.nodeName ?? 'benchnode',
     '--systemd-scope',
     'off',
+    // Beside the root directory, never the host's /run/podvol.
+    '--runtime-socket',
+    `${o.rootDir}.sock`,
     ...(o.manifests ? ['--pod-manifest-path', o.manifests] : []),
     ...(o.kubeconfig ? ['--kubeconfig', o.kubeconfig] : []),
     ...(o.extra ?? []),
@@ -271,7 +275,13 @@ export function header(title: string, sizes: Record<string, number>): void {
   const s = Object.entries(sizes)
     .map(([k, v]) => `${k}=${v}`)
     .join(' ');
-  console.log(`\n## ${title}  (${s}${smoke ? ', smoke' : ''}; node ${process.version}; loadavg ${load})`);
+  // bin/podvol.js runs the bundle only while it is fresh (npm run build): say which ran.
+  const code = freshBundle()
+    ? 'podvol from dist/bundle'
+    : 'podvol from sources (no fresh bundle: npm run build)';
+  console.log(
+    `\n## ${title}  (${s}${smoke ? ', smoke' : ''}; node ${process.version}; ${code}; loadavg ${load})`,
+  );
 }
 
 const fmt = (v: number, unit: string) =>

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// podvol runs its TypeScript sources directly (Node's type stripping), which
-// needs Node >= 22.18. Under an older Node (a Debian machine's 18 or 20, as
+// podvol runs the bundle of its sources (dist/bundle, npm run build; npm ci
+// builds it) while it is fresh, else its TypeScript sources directly (Node's
+// type stripping), which needs Node >= 22.18. Under an older Node (a Debian machine's 18 or 20, as
 // when `npm link` or PATH reach this file through #!/usr/bin/env node), it
 // runs itself again with the Node 24 that `npm ci` installs in node_modules
 // (the `node` devDependency); without that, it says so plainly instead of
@@ -8,6 +9,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { freshBundle } from './fresh-bundle.js';
 
 const [major, minor] = process.versions.node.split('.').map(Number);
 if (major < 22 || (major === 22 && minor < 18)) {
@@ -32,6 +34,8 @@ if (major < 22 || (major === 22 && minor < 18)) {
     }
   });
 } else {
-  const { main } = await import('../src/cli.ts');
+  const { main } = freshBundle()
+    ? await import(new URL('../dist/bundle/cli.mjs', import.meta.url).href)
+    : await import('../src/cli.ts');
   process.exitCode = await main(process.argv);
 }

@@ -8,17 +8,10 @@
 // /usr/local/bin/podvol. Data files the sources read next to themselves (the
 // CSI .proto files) travel as SEA assets and are extracted on first use.
 import { execFileSync } from 'node:child_process';
-import {
-  chmodSync,
-  copyFileSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
-import { dirname, join, relative } from 'node:path';
-import { build, type Plugin } from 'esbuild';
+import { chmodSync, copyFileSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { build } from 'esbuild';
+import { commonOptions } from './build-bundle.mjs';
 
 const repo = join(import.meta.dirname, '..');
 const dist = join(repo, 'dist');
@@ -46,24 +39,7 @@ function dataFiles(dir: string): string[] {
 }
 
 // import.meta.dirname of a module under src/ becomes a directory where that
-// module's data files are: in the executable, extracted from the SEA assets.
-const metaDirname: Plugin = {
-  name: 'import-meta-dirname',
-  setup(b) {
-    b.onLoad({ filter: /\/src\/.*\.ts$/ }, (args) => {
-      const text = readFileSync(args.path, 'utf8');
-      if (!text.includes('import.meta.dirname') && !text.includes('import.meta.url')) return undefined;
-      const rel = JSON.stringify(relative(join(repo, 'src'), dirname(args.path)));
-      return {
-        contents: text
-          .replaceAll('import.meta.dirname', `__podvolModuleDir(${rel})`)
-          .replaceAll('import.meta.url', `__podvolModuleUrl(${rel})`),
-        loader: 'ts',
-      };
-    });
-  },
-};
-
+// module's data files are (moduleDirPlugin): in the executable, extracted from the SEA assets.
 const banner = `"use strict";
 const __podvolAssets = { dir: undefined };
 function __podvolModuleDir(rel) {
@@ -89,22 +65,17 @@ function __podvolModuleUrl(rel) {
   return require('node:url').pathToFileURL(require('node:path').join(__podvolModuleDir(rel), 'module.js')).href;
 }`;
 
-rmSync(dist, { recursive: true, force: true });
+// Only this build's files: dist/bundle (npm run build) stays.
+for (const f of [bundle, blob, output]) rmSync(f, { force: true });
 mkdirSync(dist, { recursive: true });
 
 const result = await build({
+  ...commonOptions,
   entryPoints: [join(repo, 'scripts', 'sea-entry.ts')],
   outfile: bundle,
-  bundle: true,
-  platform: 'node',
   format: 'cjs',
   target: `node${major}`,
-  plugins: [metaDirname],
   banner: { js: banner },
-  // Optional native speed-ups of ws; without them ws works in plain JS.
-  external: ['bufferutil', 'utf-8-validate'],
-  logLevel: 'warning',
-  legalComments: 'none',
 });
 // import.meta is empty in a CommonJS bundle: a leftover use would break at run time, so it fails the build.
 const metaUses = result.warnings.filter((w) => /import\.meta/.test(w.text));

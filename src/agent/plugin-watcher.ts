@@ -16,14 +16,7 @@ import { type FSWatcher, watch } from 'node:fs';
 import { lstat, mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from '../logger.ts';
-import {
-  loadRegistrationProto,
-  registrationCallTimeoutMs,
-  registrationDialTimeoutMs,
-  unary,
-  unixClient,
-  waitReady,
-} from '../plugins/csi/grpc.ts';
+import { registrationCallTimeoutMs, registrationDialTimeoutMs } from '../plugins/csi/grpc-status.ts';
 import type { PluginHandler } from '../plugins/csi/registration.ts';
 
 export interface PluginWatcherOptions {
@@ -64,7 +57,8 @@ export class PluginWatcher {
   readonly #busy = new Set<string>();
   /** Failures in a row of a socket being retried, for its backoff. */
   readonly #failures = new Map<string, number>();
-  readonly #registration = loadRegistrationProto();
+  /** Loaded (with gRPC) when the first socket appears: a node without CSI never loads it. */
+  #registration: ReturnType<typeof import('../plugins/csi/grpc.ts').loadRegistrationProto> | undefined;
   readonly #watchers = new Map<string, FSWatcher>();
   #timer: NodeJS.Timeout | undefined;
   #timerAt = 0;
@@ -228,6 +222,8 @@ export class PluginWatcher {
 
   async #register(socket: string, stamp: string): Promise<void> {
     const log = this.#o.logger.child({ component: 'plugin-watcher', socket });
+    const { loadRegistrationProto, unary, unixClient, waitReady } = await import('../plugins/csi/grpc.ts');
+    this.#registration ??= loadRegistrationProto();
     const client = unixClient(this.#registration.Registration, socket);
     const seen: Seen = { stamp };
     const notify = async (ok: boolean, error: string) => {

@@ -10,7 +10,7 @@ import { createLinuxMounter } from '../mount/linux.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPlugin } from '../plugins/csi/csi-plugin.ts';
 import { DriversStore } from '../plugins/csi/drivers.ts';
-import { loadCSIProto } from '../plugins/csi/grpc.ts';
+import { lazyCSIProto } from '../plugins/csi/grpc-status.ts';
 import { csiRegistrationHandler, noNodeInfo } from '../plugins/csi/registration.ts';
 import { probeVolumePlugins } from '../plugins/index.ts';
 import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
@@ -64,7 +64,8 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
     onAgentError: (err) => err && log.error({ err: err.message }, 'volume host error'),
   });
   const drivers = new DriversStore();
-  const csiProto = loadCSIProto();
+  // Loaded when a driver registers or a CSI volume is set up, once for both.
+  const csiProto = lazyCSIProto();
   const csi = csiPlugin({
     drivers,
     proto: csiProto,

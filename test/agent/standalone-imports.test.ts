@@ -1,7 +1,9 @@
 // Standalone mode never loads @kubernetes/client-node: loading it costs a bare
 // Node process about 80 MiB and seconds of start-up (bench/startup.bench.ts,
 // bench/memory.bench.ts). Everything `podvol run` imports before it knows it
-// is in cluster mode must use the client's types only.
+// is in cluster mode must use the client's types only. Likewise gRPC and
+// protobuf: loaded when a CSI driver registers or a CSI call is made, never
+// at start (src/plugins/csi/grpc-status.ts).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -9,11 +11,13 @@ import { test } from 'node:test';
 
 const repoRoot = join(import.meta.dirname, '..', '..');
 
-test('importing the CLI and the daemon resolves no @kubernetes/client-node module', () => {
+test('importing the CLI and the daemon resolves no @kubernetes/client-node, gRPC or protobuf module', () => {
   const hook = `
     import { registerHooks } from 'node:module';
     registerHooks({ resolve(spec, ctx, next) {
-      if (spec.startsWith('@kubernetes/client-node')) console.log('LOADED ' + spec + ' from ' + ctx.parentURL);
+      const heavy = ['@kubernetes/client-node', '@grpc/proto-loader', 'protobufjs'].some((p) => spec.startsWith(p));
+      if (heavy || spec === '@grpc/grpc-js')
+        console.log('LOADED ' + spec + ' from ' + ctx.parentURL);
       return next(spec, ctx);
     } });`;
   const r = spawnSync(
@@ -31,5 +35,5 @@ test('importing the CLI and the daemon resolves no @kubernetes/client-node modul
   );
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /imported/);
-  assert.doesNotMatch(r.stdout, /LOADED/, 'a module imports a value from @kubernetes/client-node');
+  assert.doesNotMatch(r.stdout, /LOADED/, 'a module imports a value from @kubernetes/client-node or gRPC');
 });

@@ -1,16 +1,8 @@
 // kubelet's csiClient (csi_client.go): one method per CSI Node/Identity call,
 // each on a fresh unix-socket connection with a two-minute deadline. Requests
 // use the proto's field names; responses come back with proto defaults filled.
-import {
-  type CSIProto,
-  codeName,
-  csiCallTimeoutMs,
-  grpc,
-  grpcCode,
-  loadCSIProto,
-  unary,
-  unixClient,
-} from './grpc.ts';
+import type { CSIProto } from './grpc.ts';
+import { type CSIProtoSource, codeName, csiCallTimeoutMs, csiProtoOf, grpcCode } from './grpc-status.ts';
 
 export type AccessMode =
   | 'SINGLE_NODE_WRITER'
@@ -86,12 +78,16 @@ export interface NodeExpandRequest {
 export type CallObserver = (method: string, code: string, seconds: number) => void;
 
 export class CSIClient {
-  readonly #proto: CSIProto;
+  readonly #proto: CSIProto | CSIProtoSource;
   readonly #endpoint: string;
   readonly #timeoutMs: number;
   readonly #observe: CallObserver | undefined;
 
-  constructor(proto: CSIProto, endpoint: string, opts: { timeoutMs?: number; observe?: CallObserver } = {}) {
+  constructor(
+    proto: CSIProto | CSIProtoSource,
+    endpoint: string,
+    opts: { timeoutMs?: number; observe?: CallObserver } = {},
+  ) {
     this.#proto = proto;
     this.#endpoint = endpoint;
     this.#timeoutMs = opts.timeoutMs ?? csiCallTimeoutMs;
@@ -99,7 +95,9 @@ export class CSIClient {
   }
 
   async #call<Res>(service: 'Identity' | 'Node', method: string, request: object): Promise<Res> {
-    const client = unixClient(this.#proto[service], this.#endpoint);
+    // gRPC is loaded with the first CSI call (grpc-status.ts says why).
+    const [proto, { unary, unixClient }] = await Promise.all([csiProtoOf(this.#proto), import('./grpc.ts')]);
+    const client = unixClient(proto[service], this.#endpoint);
     const t0 = performance.now();
     try {
       const res = await unary<object, Res>(client, method, request, this.#timeoutMs);
@@ -168,5 +166,3 @@ export class CSIClient {
     return this.#call('Node', 'NodeExpandVolume', req);
   }
 }
-
-export { grpc, loadCSIProto };

@@ -36,7 +36,15 @@ import { setVolumeOwnership } from '../volume-ownership.ts';
 import { type AccessMode, CSIClient, type NodeCapability, type VolumeCapability } from './client.ts';
 import type { DriversStore } from './drivers.ts';
 import { goString } from './gojson.ts';
-import { type CSIProto, describeGrpcError, grpc, grpcCode, isFinalError, loadCSIProto } from './grpc.ts';
+import type { CSIProto } from './grpc.ts';
+import {
+  type CSIProtoSource,
+  describeGrpcError,
+  grpcCode,
+  isFinalError,
+  lazyCSIProto,
+  Status,
+} from './grpc-status.ts';
 import {
   attachmentName,
   checkDriverName,
@@ -64,7 +72,8 @@ const escapedName = escapeQualifiedName(csiPluginName);
 
 export interface CSIPluginOptions {
   drivers: DriversStore;
-  proto?: CSIProto;
+  /** Default: loaded (with gRPC) at the first CSI call. */
+  proto?: CSIProto | CSIProtoSource;
   /** Per-call deadline; kubelet's is 2 minutes. */
   timeoutMs?: number;
   /**
@@ -214,7 +223,7 @@ export interface CSIPlugin extends VolumePlugin {
 
 export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
   let host!: VolumeHost;
-  const proto = o.proto ?? loadCSIProto();
+  const proto = o.proto ?? lazyCSIProto();
   const deviceLock = new KeyedMutex();
   /** Staged devices known in this process; anything else is staged (again) on the next SetUp. */
   const staged = new Set<string>();
@@ -587,7 +596,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
           secrets,
         });
       } catch (err) {
-        if (grpcCode(err) === grpc.status.FAILED_PRECONDITION) return;
+        if (grpcCode(err) === Status.FAILED_PRECONDITION) return;
         throw rpcError('NodeExpandVolume', err);
       }
       await core.patchNamespacedPersistentVolumeClaimStatus(

@@ -1,7 +1,10 @@
 // gRPC plumbing shared by the CSI client, the registration watcher and the
 // test driver: the two protos loaded once per caller, unix-socket clients
-// with kubelet's authority and deadlines, and kubelet's split of gRPC errors
-// into final and uncertain (csi_client.go isFinalError).
+// with kubelet's authority and deadlines. Loading this module loads gRPC and
+// protobuf (about 25 MiB and a good part of start-up), so podvol imports it
+// only when a CSI driver registers or a CSI call is made (lazyCSIProto in
+// grpc-status.ts); what must be known without it (status codes, kubelet's
+// split of errors into final and uncertain) lives in grpc-status.ts.
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -35,12 +38,6 @@ export function loadRegistrationProto(): { Registration: ServiceCtor } {
   return (grpc.loadPackageDefinition(def) as unknown as { pluginregistration: { Registration: ServiceCtor } })
     .pluginregistration;
 }
-
-/** kubelet's csiTimeout: every CSI call gets two minutes. */
-export const csiCallTimeoutMs = 2 * 60_000;
-/** kubelet's plugin watcher: 10 s to dial a registration socket, 1 s for GetInfo. */
-export const registrationDialTimeoutMs = 10_000;
-export const registrationCallTimeoutMs = 1_000;
 
 /**
  * A client on a unix socket with authority "localhost", as kubelet dials it.
@@ -84,51 +81,5 @@ export function waitReady(client: grpc.Client, timeoutMs: number): Promise<void>
   );
 }
 
-export function grpcCode(err: unknown): grpc.status | undefined {
-  if (err && typeof err === 'object' && 'code' in err && typeof err.code === 'number' && 'details' in err) {
-    return err.code as grpc.status;
-  }
-  return undefined;
-}
-
-const uncertainCodes = new Set<grpc.status>([
-  grpc.status.CANCELLED,
-  grpc.status.DEADLINE_EXCEEDED,
-  grpc.status.UNAVAILABLE,
-  grpc.status.RESOURCE_EXHAUSTED,
-  grpc.status.ABORTED,
-]);
-
-/**
- * kubelet's isFinalError: a gRPC status other than Canceled, DeadlineExceeded,
- * Unavailable, ResourceExhausted or Aborted means the driver finished the
- * call and refused it. Anything else (those codes, or an error that is not a
- * gRPC status at all) leaves the volume's state uncertain.
- */
-export function isFinalError(err: unknown): boolean {
-  const code = grpcCode(err);
-  if (code === undefined) return false;
-  return !uncertainCodes.has(code);
-}
-
-/** kubelet's wording for a gRPC error: "rpc error: code = NotFound desc = ...". */
-export function describeGrpcError(err: unknown): string {
-  const code = grpcCode(err);
-  if (code === undefined) return (err as Error)?.message ?? String(err);
-  const e = err as grpc.ServiceError;
-  return `rpc error: code = ${codeName(code)} desc = ${e.details}`;
-}
-
-/** Go's codes.Code String(): "DeadlineExceeded", not grpc-js' "DEADLINE_EXCEEDED". */
-export function codeName(code: grpc.status): string {
-  const raw = grpc.status[code] ?? String(code);
-  if (raw === 'OK') return 'OK';
-  if (raw === 'CANCELLED') return 'Canceled';
-  return raw
-    .toLowerCase()
-    .split('_')
-    .map((w) => w[0].toUpperCase() + w.slice(1))
-    .join('');
-}
-
+export { codeName, describeGrpcError, grpcCode, isFinalError } from './grpc-status.ts';
 export { grpc };

@@ -7,7 +7,7 @@ import type { Logger } from '../../logger.ts';
 import { CSIClient } from './client.ts';
 import { compareVersions, type DriversStore, highestSupportedVersion, parseVersion } from './drivers.ts';
 import type { CSIProto } from './grpc.ts';
-import { describeGrpcError } from './grpc.ts';
+import { type CSIProtoSource, describeGrpcError } from './grpc-status.ts';
 
 /** kubelet's nodeinfomanager: CSINode, the nodeid annotation and topology labels (cluster mode only). */
 export interface NodeInfoManager {
@@ -38,7 +38,7 @@ export interface PluginHandler {
 
 export interface CSIRegistrationOptions {
   drivers: DriversStore;
-  proto: CSIProto;
+  proto: CSIProto | CSIProtoSource;
   nodeInfo: NodeInfoManager;
   logger: Logger;
   /** Per-call deadline for GetPluginInfo/NodeGetInfo (kubelet: csiTimeout). */
