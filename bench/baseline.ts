@@ -65,6 +65,9 @@ export function shellScript(steps: PlanStep[], phase: 'setup' | 'teardown'): str
       case 'mount':
         out.push(`mount ${s.detail} ${q(s.path)}`);
         break;
+      case 'chmod':
+        out.push(`chmod ${s.detail} ${q(s.path)}`);
+        break;
       case 'write': {
         const w = writeDetail(s.detail);
         out.push(`printf '%*s' ${w.bytes} '' > ${q(s.path)}`);
@@ -104,6 +107,9 @@ export function bareLoop(steps: PlanStep[], phase: 'setup' | 'teardown'): number
         if (r.status !== 0) throw new Error(`mount ${s.detail} ${s.path} failed`);
         break;
       }
+      case 'chmod':
+        chmodSync(s.path, Number.parseInt(s.detail, 8));
+        break;
       case 'write': {
         const w = writeDetail(s.detail);
         writeFileSync(s.path, Buffer.alloc(w.bytes, 0x20), { mode: w.mode });

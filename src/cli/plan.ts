@@ -43,22 +43,25 @@ async function readPods(file: string, nodeName: string): Promise<{ pods: V1Pod[]
 
 async function runPlan(flags: PlanFlags): Promise<number> {
   // Loaded here, not at the top: the other commands need none of it.
-  const { failingVolumes, planManifest, planSource } = await import('../agent/ops/plan.ts');
+  const { failingVolumes, planSource } = await import('../agent/ops/plan.ts');
   const { formatPlan } = await import('../agent/ops/plan-format.ts');
-  const { createPlanContext } = await import('../agent/ops/plan-host.ts');
-  const ctx = createPlanContext({ rootDir: flags.rootDir, nodeName: flags.nodeName });
-  let plan: Plan;
+  const { parseManifestFile } = await import('../agent/pods/manifest.ts');
+  let source: { pods: V1Pod[]; errors: SourceError[] };
   try {
-    plan =
+    source =
       flags.filename === '-'
-        ? planManifest(await readStdin(), flags.filename, ctx)
-        : ((r) => planSource(r.pods, r.errors, ctx))(await readPods(flags.filename, flags.nodeName));
+        ? parseManifestFile(await readStdin(), flags.filename, flags.nodeName)
+        : await readPods(flags.filename, flags.nodeName);
   } catch (err) {
     process.stderr.write(
       escapeControl(`podvol plan: cannot read ${flags.filename}: ${(err as Error).message}\n`),
     );
     return EXIT_FAILURE;
   }
+  const plan: Plan = await planSource(source.pods, source.errors, {
+    rootDir: flags.rootDir,
+    nodeName: flags.nodeName,
+  });
   for (const e of plan.errors) {
     const where = `${e.file ?? flags.filename}${e.document !== undefined ? ` document ${e.document}` : ''}`;
     process.stderr.write(escapeControl(`podvol plan: ${where}: ${e.reason}: ${e.message}\n`));
@@ -93,7 +96,7 @@ export function planCommand(program: Command): void {
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addHelpText(
       'after',
-      '\nChanges nothing on this host: no directory, file or mount (it only stats hostPath targets).\nExit codes: 0 ok, 1 the manifest cannot be read, has documents that are not usable pods, or a volume would fail; 2 usage error.',
+      '\nChanges nothing on this host: no directory, file or mount. The volume plugins run against a recording copy of it (read from the host, never written).\nExit codes: 0 ok, 1 the manifest cannot be read, has documents that are not usable pods, or a volume would fail; 2 usage error.',
     )
     .action(async (flags: PlanFlags, cmd: Command) => {
       setExitCode(cmd, await runPlan(flags));

@@ -74,6 +74,13 @@ export class FakeMounter implements Interface {
     this.#useFs = opts.useFileSystem ?? true;
     this.#validate = opts.validateOptions ?? true;
     for (const m of opts.mounts ?? []) this.addMount(m);
+    // New mounts get ids no initial entry has (a table copied from the host has large ones).
+    this.#nextId = Math.max(this.#nextId, ...this.#mounts.map((m) => m.id + 1));
+  }
+
+  /** The table as it is now (not a copy: read it, do not change it). */
+  table(): readonly MountInfo[] {
+    return this.#mounts;
   }
 
   /** Adds an entry to the table as if something else had mounted it. */

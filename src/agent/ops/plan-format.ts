@@ -1,12 +1,13 @@
 // The human rendering of a plan: one shell-like line per host operation,
 // grouped by pod, then volume, set-up before tear-down.
-import type { Plan } from './plan.ts';
-import type { PlanStep } from './plan-volumes.ts';
+import type { Plan, PlanStep } from './plan.ts';
 
 export function stepLine(s: PlanStep): string {
   switch (s.action) {
     case 'mkdir':
-      return `mkdir -p -m ${s.detail} ${s.path}`;
+      return `mkdir -m ${s.detail} ${s.path}`;
+    case 'chmod':
+      return `chmod ${s.detail} ${s.path}`;
     case 'mount':
       return `mount ${s.detail} ${s.path}`;
     case 'umount':
@@ -20,8 +21,6 @@ export function stepLine(s: PlanStep): string {
     case 'symlink':
     case 'rename':
       return `${s.action} ${s.path} -> ${s.detail}`;
-    case 'check':
-      return `check hostPath ${s.path} ${s.detail}`;
     case 'fetch':
       return `fetch ${s.detail}`;
     case 'skip':

@@ -1,26 +1,25 @@
-// What `podvol plan` knows of this node, gathered without changing anything:
-// a VolumeHost whose mounter refuses every call (the plugins are only asked
-// for paths), the machine's allocatable memory, whether tmpfs takes noswap,
-// and a read-only stat of hostPath targets.
-import { statSync } from 'node:fs';
-import { release } from 'node:os';
+// What `podvol plan` runs the plugins against: a VolumeHost like the daemon's
+// whose mounter is the fake one (its table starts as this host's, read from
+// /proc/self/mountinfo) and whose filesystem is the recording overlay of
+// plan-fs.ts. Every mount, unmount and filesystem change is reported to
+// `record`; nothing reaches the host.
 import { resolve } from 'node:path';
-import { kernelSupportsTmpfsNoswap } from '../../mount/probe.ts';
+import type { V1ConfigMap, V1Pod, V1Secret } from '@kubernetes/client-node';
+import { FakeMounter } from '../../mount/fake.ts';
+import { readMountInfo } from '../../mount/mountinfo.ts';
 import type * as mount from '../../mount/types.ts';
 import { probeVolumePlugins } from '../../plugins/index.ts';
 import { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
-import { createVolumeHost } from '../../volumehost/host.ts';
+import { type ClusterBackend, createVolumeHost } from '../../volumehost/host.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
+import { createPlanFs, type FsStep, type PlanFs } from './plan-fs.ts';
 
-/** What a hostPath target is right now; `missing` for any stat error, as mount-utils' PathExists. */
-export type HostPathFound =
-  | 'missing'
-  | 'Directory'
-  | 'File'
-  | 'Socket'
-  | 'CharDevice'
-  | 'BlockDevice'
-  | 'other';
+/** A host operation as the plan reports it, before it is labelled with its pod and volume. */
+export type HostStep =
+  | FsStep
+  | { action: 'mount'; path: string; detail: string }
+  | { action: 'umount'; path: string }
+  | { action: 'fetch'; detail: string };
 
 export interface PlanContext {
   /** Absolute, as the daemon resolves it. */
@@ -28,41 +27,12 @@ export interface PlanContext {
   nodeName: string;
   host: VolumeHost;
   pluginMgr: VolumePluginMgr;
-  /** tmpfs gets `noswap` (Linux >= 6.4). */
-  noswap: boolean;
-  inspectHostPath(path: string): HostPathFound;
-}
-
-/** stat(2), following symlinks as kubelet's GetFileType does. Reads only. */
-export function inspectHostPath(path: string): HostPathFound {
-  let st: import('node:fs').Stats;
-  try {
-    st = statSync(path);
-  } catch {
-    return 'missing';
-  }
-  if (st.isSocket()) return 'Socket';
-  if (st.isBlockDevice()) return 'BlockDevice';
-  if (st.isCharacterDevice()) return 'CharDevice';
-  if (st.isDirectory()) return 'Directory';
-  if (st.isFile()) return 'File';
-  return 'other';
-}
-
-// The plan only asks plugins for paths; reaching the mount layer would be a bug.
-function refusingMounter(): mount.Interface {
-  const refuse = (): Promise<never> =>
-    Promise.reject(new Error('podvol plan must not touch the mount table (this is a bug)'));
-  return {
-    mount: refuse,
-    unmount: refuse,
-    unmountWithForce: refuse,
-    isLikelyNotMountPoint: refuse,
-    isMountPoint: refuse,
-    list: refuse,
-    getMountRefs: refuse,
-    cleanupMountPoint: refuse,
-  };
+  mounter: mount.Interface;
+  fs: PlanFs;
+  /** Where steps go; plan.ts points it at the pod and volume being planned. */
+  sink: { onStep(step: HostStep): void };
+  /** The API objects' contents are unknown: each placeholder file's text says what it stands for. */
+  placeholders: Map<string, string>;
 }
 
 export interface PlanContextOptions {
@@ -70,30 +40,158 @@ export interface PlanContextOptions {
   nodeName: string;
   /** Node allocatable (default: the machine's, as a standalone podvol uses). */
   allocatable?: Record<string, string>;
-  noswap?: boolean;
-  inspectHostPath?: (path: string) => HostPathFound;
+  /**
+   * 'placeholder' (default): secrets, configMaps, tokens and trust bundles are
+   * assumed to exist (a `fetch` step names each; their files hold a placeholder).
+   * 'standalone': they fail as in `podvol run` without an API server.
+   */
+  api?: 'placeholder' | 'standalone';
+  /** The daemon's umask (default 022, systemd's and the container runtime's). */
+  umask?: number;
+  /** --host-root of the daemon: where hostPaths are (default /). */
+  hostRoot?: string;
 }
 
-export function createPlanContext(o: PlanContextOptions): PlanContext {
+/** mount(8) arguments before the target, as the daemon's LinuxMounter passes them. */
+const mountDetail = (source: string, fstype: string, options: string[]) =>
+  `-t ${fstype}${options.length > 0 ? ` -o ${options.join(',')}` : ''} ${source}`;
+
+/** The fake mounter, reporting every change and keeping the recording filesystem's mounts in step. */
+function recordingMounter(fake: FakeMounter, fs: PlanFs, record: (s: HostStep) => void): mount.Interface {
+  const unmounted = (target: string, outcome: mount.UnmountOutcome) => {
+    if (outcome === 'not-mounted') return outcome;
+    fs.unmounted(target);
+    record({ action: 'umount', path: resolve(target) });
+    return outcome;
+  };
+  return {
+    async mount(source, target, fstype, options, call) {
+      // mount(8) needs the mount point, as the fake checks on a real filesystem.
+      await fs.stat(target);
+      await fake.mount(source, target, fstype, options, call);
+      fs.mounted(target, fstype, options);
+      record({ action: 'mount', path: resolve(target), detail: mountDetail(source, fstype, options) });
+    },
+    unmount: async (target) => unmounted(target, await fake.unmount(target)),
+    unmountWithForce: async (target, timeoutMs) =>
+      unmounted(target, await fake.unmountWithForce(target, timeoutMs)),
+    async isLikelyNotMountPoint(path) {
+      if ((await fs.lstat(path)).isSymbolicLink()) return true;
+      return fake.isLikelyNotMountPoint(path);
+    },
+    isMountPoint: (path) => fake.isMountPoint(path),
+    list: () => fake.list(),
+    getMountRefs: (path) => fake.getMountRefs(path),
+    // The fake's table is exact, so `extensive` (isMountPoint instead of the likely check) changes nothing.
+    async cleanupMountPoint(path) {
+      try {
+        await fs.lstat(path);
+      } catch {
+        return;
+      }
+      while (fake.isMounted(path)) unmounted(path, await fake.unmount(path));
+      const st = await fs.lstat(path);
+      if (st.isDirectory()) await fs.rmdir(path);
+      else await fs.unlink(path);
+    },
+  };
+}
+
+/** API objects that exist, with a placeholder for every key a pod names (or one `<key>` file). */
+function placeholderApi(
+  pods: () => V1Pod[],
+  placeholders: Map<string, string>,
+  record: (s: HostStep) => void,
+): ClusterBackend {
+  const mark = (what: string) => {
+    const text = `<${what}>`;
+    placeholders.set(text, what);
+    return text;
+  };
+  const keysOf = (kind: 'secret' | 'configMap', ns: string, name: string): string[] => {
+    const keys = new Set<string>();
+    let all = false;
+    for (const pod of pods()) {
+      if ((pod.metadata?.namespace ?? 'default') !== ns) continue;
+      for (const v of pod.spec?.volumes ?? []) {
+        const refs = [
+          kind === 'secret' ? v.secret && { name: v.secret.secretName, items: v.secret.items } : v.configMap,
+          ...(v.projected?.sources ?? []).map((s) => (kind === 'secret' ? s.secret : s.configMap)),
+        ];
+        for (const r of refs) {
+          if (!r || r.name !== name) continue;
+          if (!r.items || r.items.length === 0) all = true;
+          for (const i of r.items ?? []) keys.add(i.key);
+        }
+      }
+    }
+    if (all || keys.size === 0) keys.add('<key>');
+    return [...keys];
+  };
+  const object = (kind: 'secret' | 'configMap', ns: string, name: string) => {
+    record({ action: 'fetch', detail: `${kind} ${ns}/${name} (needs the API server)` });
+    return keysOf(kind, ns, name).map((k) => [k, mark(`key "${k}" of ${kind} ${ns}/${name}`)] as const);
+  };
+  return {
+    getSecret: async (ns, name): Promise<V1Secret> => ({
+      data: Object.fromEntries(
+        object('secret', ns, name).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+      ),
+    }),
+    getConfigMap: async (ns, name): Promise<V1ConfigMap> => ({
+      data: Object.fromEntries(object('configMap', ns, name)),
+    }),
+    getServiceAccountToken: async (ns, name, tr) => {
+      const audience = tr.spec?.audiences?.[0];
+      record({
+        action: 'fetch',
+        detail: `serviceAccountToken of ${ns}/${name} (${audience ? `audience "${audience}", ` : ''}expirationSeconds ${tr.spec?.expirationSeconds ?? 3600}; needs the API server)`,
+      });
+      return {
+        ...tr,
+        status: { token: mark(`the token of ${ns}/${name}`), expirationTimestamp: new Date(0) },
+      };
+    },
+    getTrustAnchorsByName: async (name) => {
+      record({ action: 'fetch', detail: `clusterTrustBundle ${name} (needs the API server)` });
+      return mark(`the PEM bundle ${name}`);
+    },
+    getTrustAnchorsBySigner: async (signer) => {
+      record({ action: 'fetch', detail: `clusterTrustBundles of signer ${signer} (needs the API server)` });
+      return mark(`the PEM bundles of signer ${signer}`);
+    },
+  };
+}
+
+export async function createPlanContext(
+  o: PlanContextOptions,
+  pods: () => V1Pod[] = () => [],
+): Promise<PlanContext> {
   const rootDir = resolve(o.rootDir);
   const pluginMgr = new VolumePluginMgr();
+  // Read only: the plan's mounts start from this host's table, so paths under existing mounts are judged right.
+  const fake = new FakeMounter({ mounts: await readMountInfo(), useFileSystem: false });
+  const sink = { onStep(_: HostStep) {} };
+  const record = (s: HostStep) => sink.onStep(s);
+  const fs = createPlanFs({ mounts: () => fake.table(), umask: o.umask, record });
+  const mounter = recordingMounter(fake, fs, record);
+  const placeholders = new Map<string, string>();
+  const api = o.api === 'standalone' ? {} : placeholderApi(pods, placeholders, record);
   const allocatable = o.allocatable;
   const host = createVolumeHost({
     rootDir,
     nodeName: o.nodeName,
-    mounter: refusingMounter(),
+    hostRoot: o.hostRoot,
+    mounter,
+    fs,
     pluginMgr,
-    cluster: allocatable
-      ? { node: () => ({ labels: { 'kubernetes.io/hostname': o.nodeName }, allocatable }) }
-      : undefined,
+    cluster: {
+      ...api,
+      ...(allocatable
+        ? { node: () => ({ labels: { 'kubernetes.io/hostname': o.nodeName }, allocatable }) }
+        : {}),
+    },
   });
   pluginMgr.initPlugins(probeVolumePlugins(), host);
-  return {
-    rootDir,
-    nodeName: o.nodeName,
-    host,
-    pluginMgr,
-    noswap: o.noswap ?? kernelSupportsTmpfsNoswap(release()),
-    inspectHostPath: o.inspectHostPath ?? inspectHostPath,
-  };
+  return { rootDir, nodeName: o.nodeName, host, pluginMgr, mounter, fs, sink, placeholders };
 }

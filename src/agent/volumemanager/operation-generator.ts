@@ -3,11 +3,17 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { type MounterArgs, reasonOf } from '../../plugins/types.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
-import { mkdirAllBeneath, relativeBeneath } from '../../volumehost/safe-fs.ts';
+import { relativeBeneath } from '../../volumehost/safe-fs.ts';
 import type { MountedVolume } from './actual-state.ts';
 import type { VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
 import { markPodOwned, removeRecord, writeRecord } from './records.ts';
+
+/** What an operation needs of the volume manager (`podvol plan` runs them with no more). */
+export type OperationContext = Pick<
+  VolumeManagerContext,
+  'logger' | 'metrics' | 'pluginMgr' | 'rootDir' | 'host' | 'asw' | 'cleanSubPaths'
+>;
 
 /** kubelet's FsUserFrom: the runAsUser every container agrees on, if any. */
 function fsUserFrom(pod: V1Pod): number | undefined {
@@ -29,7 +35,7 @@ export function mounterArgsFor(pod: V1Pod): MounterArgs {
 
 /** kubelet's GenerateMountVolumeFunc: make the pod directories, write the record, SetUp, record the result. */
 export async function mountVolume(
-  ctx: VolumeManagerContext,
+  ctx: OperationContext,
   d: VolumeToMount,
   pod: V1Pod,
   prev: MountedVolume | undefined,
@@ -63,11 +69,12 @@ export async function mountVolume(
   try {
     const mounter = pluginMgr.findPluginByName(pluginName).newMounter(spec, pod);
     // Owned first (see records.ts), then kubelet's makePodDataDirs: the pod, volumes and plugins directories, 0750.
-    await markPodOwned(rootDir, d.podUID);
-    await mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podVolumesDir(rootDir, d.podUID)), 0o750);
-    await mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podPluginsDir(rootDir, d.podUID)), 0o750);
+    const fs = host.getFs();
+    await markPodOwned(fs, rootDir, d.podUID);
+    await fs.mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podVolumesDir(rootDir, d.podUID)), 0o750);
+    await fs.mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podPluginsDir(rootDir, d.podUID)), 0o750);
     // The record is written before SetUp so that a crash half-way leaves enough to tear it down.
-    await writeRecord(rootDir, {
+    await writeRecord(fs, rootDir, {
       version: 1,
       podUID: d.podUID,
       podNamespace: base.podNamespace,
@@ -117,7 +124,7 @@ export async function mountVolume(
 }
 
 /** kubelet's GenerateUnmountVolumeFunc: TearDown, then forget the volume and its record. */
-export async function unmountVolume(ctx: VolumeManagerContext, v: MountedVolume): Promise<void> {
+export async function unmountVolume(ctx: OperationContext, v: MountedVolume): Promise<void> {
   const { logger, metrics, pluginMgr, rootDir, asw, host } = ctx;
   const log = {
     pod: `${v.podNamespace}/${v.podName}`,
@@ -157,6 +164,6 @@ export async function unmountVolume(ctx: VolumeManagerContext, v: MountedVolume)
   const seconds = (performance.now() - t0) / 1000;
   metrics.operation(v.pluginName, 'volume_unmount', true, seconds);
   asw.delete(v.key);
-  await removeRecord(rootDir, v.podUID, v.pluginName, v.volumeName);
+  await removeRecord(host.getFs(), rootDir, v.podUID, v.pluginName, v.volumeName);
   logger.info({ ...log, durationMs: Math.round(seconds * 1000) }, 'UnmountVolume.TearDown succeeded');
 }

@@ -10,10 +10,29 @@ import {
   podVolumesDir,
   unescapeQualifiedName,
 } from '../../volumehost/paths.ts';
-import { mountPointsBelow, relativeBeneath, removeAllBeneath } from '../../volumehost/safe-fs.ts';
+import { mountPointsBelow, relativeBeneath } from '../../volumehost/safe-fs.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { readdirOrEmpty, reconstructVolume } from './reconstruction.ts';
 import { podOwned } from './records.ts';
+
+/**
+ * Removes a pod's directory and its records once the mount table shows no
+ * mount below it (through directory fds: no symlink in it is followed, no
+ * mount entered, by mnt_id). Returns the mount points that stopped it.
+ */
+export async function removePodDirUnlessMounted(
+  ctx: Pick<VolumeManagerContext, 'rootDir' | 'mounter' | 'host'>,
+  uid: string,
+): Promise<string[]> {
+  const { rootDir, mounter } = ctx;
+  const dir = podDir(rootDir, uid);
+  const mounts = await mountPointsBelow(mounter, dir);
+  if (mounts.length > 0) return mounts;
+  const fs = ctx.host.getFs();
+  await fs.removeAllBeneath(rootDir, relativeBeneath(rootDir, dir));
+  await fs.removeAllBeneath(rootDir, relativeBeneath(rootDir, podVolumeRecordsDir(rootDir, uid)));
+  return [];
+}
 
 /**
  * kubelet's cleanupOrphanedPodDirs, without its worst failure mode: a pod
@@ -24,12 +43,14 @@ export async function cleanupOrphanedPodDirs(
   ctx: VolumeManagerContext,
   housekeepingErrors: Map<string, string>,
 ): Promise<void> {
-  const { rootDir, mounter, logger, dsw, asw, executor } = ctx;
+  const { rootDir, logger, dsw, asw, executor } = ctx;
   const podDirs = new Set(await readdirOrEmpty(podsDir(rootDir)));
   for (const uid of await readdirOrEmpty(podVolumeRecordsRoot(rootDir))) {
     // Records never hold a mount; once their pod directory is gone they describe nothing.
     if (!podDirs.has(uid) && !dsw.pod(uid) && !asw.hasPod(uid) && !executor.anyPending(`${uid}/`)) {
-      await removeAllBeneath(rootDir, relativeBeneath(rootDir, podVolumeRecordsDir(rootDir, uid)));
+      await ctx.host
+        .getFs()
+        .removeAllBeneath(rootDir, relativeBeneath(rootDir, podVolumeRecordsDir(rootDir, uid)));
     }
   }
   for (const uid of await readdirOrEmpty(podsDir(rootDir))) {
@@ -38,7 +59,6 @@ export async function cleanupOrphanedPodDirs(
       housekeepingErrors.delete(uid);
       continue;
     }
-    const dir = podDir(rootDir, uid);
     if (!(await podOwned(rootDir, uid))) {
       const msg = 'pod directory not created or adopted by podvol (no record under podvol/pods): left alone';
       if (housekeepingErrors.get(uid) !== msg) logger.warn({ podUID: uid }, msg);
@@ -46,11 +66,8 @@ export async function cleanupOrphanedPodDirs(
       continue;
     }
     try {
-      const mounts = await mountPointsBelow(mounter, dir);
+      const mounts = await removePodDirUnlessMounted(ctx, uid);
       if (mounts.length === 0) {
-        // Through directory fds: no symlink in it is followed, no mount entered (by mnt_id).
-        await removeAllBeneath(rootDir, relativeBeneath(rootDir, dir));
-        await removeAllBeneath(rootDir, relativeBeneath(rootDir, podVolumeRecordsDir(rootDir, uid)));
         housekeepingErrors.delete(uid);
         logger.info({ podUID: uid }, 'removed orphaned pod directory');
         continue;

@@ -3,11 +3,11 @@
 // the pod's namespace and name). Kept outside the pod directory
 // (<root>/podvol/pods/<uid>), so nothing podvol writes lives where containers
 // see it; orphan cleanup removes a pod's records with its pod directory.
-import { lstat, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { lstat, readdir, readFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import type { V1PersistentVolume, V1Volume } from '@kubernetes/client-node';
 import { escapeQualifiedName, podVolumeRecordsDir } from '../../volumehost/paths.ts';
-import { mkdirAllBeneath, relativeBeneath } from '../../volumehost/safe-fs.ts';
+import { relativeBeneath, type SafeFs } from '../../volumehost/safe-fs.ts';
 
 export interface VolumeRecord {
   version: 1;
@@ -28,12 +28,17 @@ export interface VolumeRecord {
 const recordPath = (root: string, podUID: string, pluginName: string, volumeName: string) =>
   join(podVolumeRecordsDir(root, podUID), escapeQualifiedName(pluginName), `${volumeName}.json`);
 
-export async function writeRecord(root: string, r: VolumeRecord): Promise<void> {
+// Written on the filesystem the host hands plugins, so `podvol plan` shows the record the daemon writes.
+export async function writeRecord(fs: SafeFs, root: string, r: VolumeRecord): Promise<void> {
   const path = recordPath(root, r.podUID, r.pluginName, r.volumeName);
-  await mkdir(join(path, '..'), { recursive: true, mode: 0o750 });
-  const tmp = `${path}.tmp`;
-  await writeFile(tmp, JSON.stringify(r), { mode: 0o600 });
-  await rename(tmp, path);
+  const name = basename(path);
+  const dir = await fs.openMkdirAll(root, relativeBeneath(root, dirname(path)), 0o750);
+  try {
+    await dir.writeFile(`${name}.tmp`, JSON.stringify(r), 0o600);
+    await fs.ops.rename(dir.child(`${name}.tmp`), dir.child(name));
+  } finally {
+    await dir.close();
+  }
 }
 
 export async function readRecord(
@@ -53,12 +58,13 @@ export async function readRecord(
 }
 
 export async function removeRecord(
+  fs: SafeFs,
   root: string,
   podUID: string,
   pluginName: string,
   volumeName: string,
 ): Promise<void> {
-  await rm(recordPath(root, podUID, pluginName, volumeName), { force: true });
+  await fs.removeAllBeneath(root, relativeBeneath(root, recordPath(root, podUID, pluginName, volumeName)));
 }
 
 /** The record of the pod's volume whose directory is `innerName` (a claim's volume lives under the PV's name). */
@@ -90,8 +96,8 @@ export async function findRecordByInnerName(
  * pod directories are ever reconstructed, torn down or removed: a directory
  * someone else put under <root>/pods is left alone.
  */
-export async function markPodOwned(root: string, podUID: string): Promise<void> {
-  await mkdirAllBeneath(root, relativeBeneath(root, podVolumeRecordsDir(root, podUID)), 0o750);
+export async function markPodOwned(fs: SafeFs, root: string, podUID: string): Promise<void> {
+  await fs.mkdirAllBeneath(root, relativeBeneath(root, podVolumeRecordsDir(root, podUID)), 0o750);
 }
 
 export async function podOwned(root: string, podUID: string): Promise<boolean> {
