@@ -1,0 +1,91 @@
+// What kubelet's plugin tests build (volumetesting.NewFakeVolumeHost): a host on
+// a temp directory with the fake mounter, the real plugins, and no root needed.
+// The fake mounter mounts nothing, so the filesystem handed to the plugins
+// reports a tmpfs or hugetlbfs wherever the fake's table has one (statfs), as
+// kubelet's tests fake the mount medium.
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestContext } from 'node:test';
+import type { V1Pod } from '@kubernetes/client-node';
+import { FakeMounter } from '../../src/mount/fake.ts';
+import { mountContaining } from '../../src/mount/mountinfo.ts';
+import { HUGETLBFS_MAGIC, TMPFS_MAGIC } from '../../src/mount/probe.ts';
+import { probeVolumePlugins } from '../../src/plugins/index.ts';
+import { VolumePluginMgr } from '../../src/plugins/plugin-manager.ts';
+import type { Mounter, Spec, Unmounter } from '../../src/plugins/types.ts';
+import { nodeFsOps } from '../../src/volumehost/fs.ts';
+import { type ClusterBackend, createVolumeHost } from '../../src/volumehost/host.ts';
+import type { VolumeHost } from '../../src/volumehost/types.ts';
+
+export interface PluginHarness {
+  root: string;
+  mounter: FakeMounter;
+  host: VolumeHost;
+  pluginMgr: VolumePluginMgr;
+  /** The volume's mounter, once the pod's directories exist (the mount operation's makePodDataDirs). */
+  mounterFor(pod: V1Pod, volumeName: string): Promise<Mounter>;
+  unmounterFor(pod: V1Pod, volumeName: string): Unmounter;
+}
+
+export async function pluginHarness(t: TestContext, cluster: ClusterBackend = {}): Promise<PluginHarness> {
+  const root = await mkdtemp(join(tmpdir(), 'podvol-plugin-'));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const mounter = new FakeMounter({ mounts: [{ mountPoint: '/', fsType: 'ext4' }] });
+  const real = nodeFsOps();
+  const magic: Record<string, number> = { tmpfs: TMPFS_MAGIC, hugetlbfs: HUGETLBFS_MAGIC };
+  const fs = {
+    ...real,
+    statfsType: async (path: string) =>
+      magic[mountContaining(mounter.table(), path)?.fsType ?? ''] ?? (await real.statfsType(path)),
+  };
+  const pluginMgr = new VolumePluginMgr();
+  const host = createVolumeHost({
+    rootDir: root,
+    nodeName: 'node1',
+    mounter,
+    fs,
+    pluginMgr,
+    cluster: { node: () => ({ labels: {}, allocatable: { memory: '1Gi', cpu: '2' } }), ...cluster },
+  });
+  pluginMgr.initPlugins(probeVolumePlugins(), host);
+  const specOf = (pod: V1Pod, volumeName: string): Spec => {
+    const volume = pod.spec?.volumes?.find((v) => v.name === volumeName);
+    if (!volume) throw new Error(`pod has no volume ${volumeName}`);
+    return { volume, readOnly: false };
+  };
+  return {
+    root,
+    mounter,
+    host,
+    pluginMgr,
+    async mounterFor(pod, name) {
+      for (const d of ['volumes', 'plugins'])
+        await mkdir(join(root, 'pods', pod.metadata?.uid ?? '', d), { recursive: true, mode: 0o750 });
+      return pluginMgr.findPluginBySpec(specOf(pod, name)).newMounter(specOf(pod, name), pod);
+    },
+    unmounterFor: (pod, name) =>
+      pluginMgr.findPluginBySpec(specOf(pod, name)).newUnmounter(name, pod.metadata?.uid ?? ''),
+  };
+}
+
+/** A pod whose one container mounts every volume at /<name>. */
+export function podWith(
+  volumes: NonNullable<V1Pod['spec']>['volumes'],
+  extra: Partial<V1Pod['spec']> = {},
+): V1Pod {
+  return {
+    metadata: { name: 'web', namespace: 'shop', uid: 'uid-1', labels: { app: 'web' } },
+    spec: {
+      containers: [
+        {
+          name: 'app',
+          image: 'busybox',
+          volumeMounts: (volumes ?? []).map((v) => ({ name: v.name, mountPath: `/${v.name}` })),
+        },
+      ],
+      volumes,
+      ...extra,
+    },
+  };
+}
