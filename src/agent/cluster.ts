@@ -3,6 +3,7 @@
 // bundles, CSIDrivers, node info, Events).
 import { hostname } from 'node:os';
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
+import { type Clock, systemClock, type Timer } from '../clock.ts';
 import type { Logger } from '../logger.ts';
 import type { NodeInfoManager } from '../plugins/csi/registration.ts';
 import type { ClusterBackend } from '../volumehost/host.ts';
@@ -47,6 +48,8 @@ export interface ConnectOptions {
   /** Reflector tuning for tests. */
   watchTimeoutSeconds?: number;
   backoff?: { initialMs?: number; maxMs?: number };
+  /** Time and timers of the pod source (its reflector, the grace-period wake-ups); default the system's. */
+  clock?: Clock;
 }
 
 /**
@@ -65,8 +68,8 @@ function gracePeriodOver(pod: V1Pod, now: number): boolean {
  * this node's Node object exists: with a wrong --node-name the pod list is
  * empty but succeeds, and calling that "synced" would tear every volume down.
  */
-function adaptApiSource(source: ApiPodSource, nodeKnown: () => boolean): PodSource {
-  const timers = new Set<NodeJS.Timeout>();
+function adaptApiSource(source: ApiPodSource, nodeKnown: () => boolean, clock: Clock): PodSource {
+  const timers = new Set<Timer>();
   const listeners = new Set<() => void>();
   const scheduled = new Set<string>();
   const fire = () => {
@@ -79,17 +82,20 @@ function adaptApiSource(source: ApiPodSource, nodeKnown: () => boolean): PodSour
       const key = `${p.metadata?.uid}@${ts}`;
       if (ts === undefined || ts === null || scheduled.has(key)) continue;
       scheduled.add(key);
-      const delay = Math.max(0, new Date(ts).getTime() - Date.now()) + 10;
-      const timer = setTimeout(() => {
-        timers.delete(timer);
-        fire();
-      }, delay);
-      timer.unref();
+      const delay = Math.max(0, new Date(ts).getTime() - clock.now()) + 10;
+      const timer = clock.after(
+        delay,
+        () => {
+          timers.delete(timer);
+          fire();
+        },
+        { unref: true },
+      );
       timers.add(timer);
     }
   });
   return Object.assign(Object.create(source) as ApiPodSource, {
-    pods: () => source.pods().filter((p) => !gracePeriodOver(p, Date.now())),
+    pods: () => source.pods().filter((p) => !gracePeriodOver(p, clock.now())),
     hasSynced: () => source.hasSynced() && nodeKnown(),
     onChange(listener: () => void) {
       listeners.add(listener);
@@ -100,7 +106,7 @@ function adaptApiSource(source: ApiPodSource, nodeKnown: () => boolean): PodSour
       };
     },
     async stop() {
-      for (const t of timers) clearTimeout(t);
+      for (const t of timers) t.cancel();
       await source.stop();
     },
   });
@@ -110,7 +116,8 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   const kubeConfig = loadKubeConfig({ kubeconfig: o.kubeconfig });
   const logger = o.logger.child({ component: 'cluster' });
   const tuning = { kubeConfig, logger, watchTimeoutSeconds: o.watchTimeoutSeconds, backoff: o.backoff };
-  const pods = new ApiPodSource({ ...tuning, nodeName: o.nodeName });
+  const clock = o.clock ?? systemClock();
+  const pods = new ApiPodSource({ ...tuning, nodeName: o.nodeName, clock });
   const csiDrivers = new CSIDriverInformer(tuning);
   const node = new NodeInfo({ ...tuning, nodeName: o.nodeName });
   const secrets = newSecretCache(tuning);
@@ -141,7 +148,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   const split = (key: string) => [key.slice(0, key.indexOf('/')), key.slice(key.indexOf('/') + 1)] as const;
 
   return {
-    sources: [adaptApiSource(pods, () => node.node() !== undefined)],
+    sources: [adaptApiSource(pods, () => node.node() !== undefined, clock)],
     backend: {
       kubeClient: kubeConfig,
       getSecret: (ns, name) => secrets.get(ns, name),

@@ -3,6 +3,7 @@
 // node identity may make under AuthorizeNodeWithSelectors), keyed by UID.
 
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type { Clock } from '../../clock.ts';
 import type { Logger } from '../../logger.ts';
 import { Reflector } from '../../volumehost/kube/reflector.ts';
 import type { PodSource, PodSourceStats, SourceError } from './types.ts';
@@ -15,6 +16,8 @@ export interface ApiPodSourceOptions {
   watchTimeoutSeconds?: number;
   watchdogGraceMs?: number;
   backoff?: { initialMs?: number; maxMs?: number };
+  /** The reflector's time, timers and jitter (default the system's). */
+  clock?: Clock;
 }
 
 /** Succeeded/Failed pods have nothing left running: their volumes are torn down like deleted pods'. */
@@ -42,6 +45,7 @@ export class ApiPodSource implements PodSource {
       watchdogGraceMs: opts.watchdogGraceMs,
       backoff: opts.backoff,
       logger: opts.logger,
+      clock: opts.clock,
     });
   }
 

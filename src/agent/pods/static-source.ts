@@ -14,6 +14,7 @@ import { type FSWatcher, watch } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import { type Clock, systemClock, type Timer } from '../../clock.ts';
 import type { Logger } from '../../logger.ts';
 import type { SourceReason } from '../../reasons.ts';
 import { MAX_MANIFEST_BYTES, type ParsedManifest, parseManifestFile } from './manifest.ts';
@@ -28,8 +29,8 @@ export interface StaticPodSourceOptions {
   debounceMs?: number;
   /** Safety-net rescan period. Default 1000 ms: a change shows up within a second even without inotify. */
   resyncMs?: number;
-  /** Wall clock in ms since the epoch (tests move it). */
-  now?: () => number;
+  /** Time and timers (debounce, resync); default the system's. */
+  clock?: Clock;
   /** Refuses a pod that is valid but may not run here: the SourceError's reason and message. */
   refuse?: (pod: V1Pod) => { reason: SourceReason; message: string } | undefined;
 }
@@ -86,6 +87,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
   const { dir, nodeName, logger } = opts;
   const debounceMs = opts.debounceMs ?? 100;
   const resyncMs = opts.resyncMs ?? 1000;
+  const clock = opts.clock ?? systemClock();
   const log = logger.child({ component: 'static-pods', dir });
 
   const cache = new Map<string, CachedFile>();
@@ -104,8 +106,8 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
   let watchedIno: bigint | undefined;
   /** The directory the manifests are read from and watched: dir, or a single file's parent. */
   let base = dir;
-  let debounceTimer: NodeJS.Timeout | undefined;
-  let resyncTimer: NodeJS.Timeout | undefined;
+  let debounceTimer: Timer | undefined;
+  let resyncTimer: Timer | undefined;
   let running: Promise<void> | undefined;
   let again = false;
 
@@ -142,11 +144,14 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
 
   function schedule(delay: number): void {
     if (stopped || debounceTimer) return;
-    debounceTimer = setTimeout(() => {
-      debounceTimer = undefined;
-      void rescan();
-    }, delay);
-    debounceTimer.unref();
+    debounceTimer = clock.after(
+      delay,
+      () => {
+        debounceTimer = undefined;
+        void rescan();
+      },
+      { unref: true },
+    );
   }
 
   function rescan(): Promise<void> {
@@ -320,7 +325,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     }
     publish(pods, errors);
     synced = true;
-    lastSyncMs = (opts.now ?? Date.now)();
+    lastSyncMs = clock.now();
   }
 
   function publish(pods: V1Pod[], errors: SourceError[]): void {
@@ -385,14 +390,13 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
       stopped = false;
       await rescan();
       if (stopped) return;
-      resyncTimer = setInterval(() => schedule(0), resyncMs);
-      resyncTimer.unref();
+      resyncTimer = clock.every(resyncMs, () => schedule(0), { unref: true });
     },
     async stop() {
       stopped = true;
-      clearTimeout(debounceTimer);
+      debounceTimer?.cancel();
       debounceTimer = undefined;
-      clearInterval(resyncTimer);
+      resyncTimer?.cancel();
       resyncTimer = undefined;
       closeWatcher();
       await running;

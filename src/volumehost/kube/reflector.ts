@@ -9,6 +9,7 @@
 // here is the second line for a stream that stays silent past its lifetime.
 import type { KubeConfig, V1ListMeta } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
+import { type Clock, systemClock, type Timer } from '../../clock.ts';
 import type { Logger } from '../../logger.ts';
 import { classifyError, type ReflectorError } from './api-errors.ts';
 import { type KubeObject, type ReflectorEvent, Store } from './store.ts';
@@ -49,6 +50,8 @@ export interface ReflectorOptions<T extends KubeObject> {
    */
   backoff?: { initialMs?: number; maxMs?: number };
   logger?: Logger;
+  /** Time, timers (backoff, watchdog, sync wait) and jitter; default the system's. */
+  clock?: Clock;
 }
 
 /** How long a watch must have lived (or delivered events) for a clean close to not count as a failure. */
@@ -66,6 +69,7 @@ export class Reflector<T extends KubeObject> {
   private readonly eventListeners = new Set<(e: ReflectorEvent<T>) => void>();
   private readonly changeListeners = new Set<() => void>();
   private readonly watcher: Watch;
+  private readonly clock: Clock;
   private rv = '';
   private synced = false;
   private running: Promise<void> | undefined;
@@ -88,6 +92,7 @@ export class Reflector<T extends KubeObject> {
     this.opts = opts;
     this.store = new Store(opts.keyOf);
     this.watcher = new Watch(opts.kubeConfig);
+    this.clock = opts.clock ?? systemClock();
   }
 
   /** True once a full list has succeeded (and stays true). */
@@ -166,13 +171,13 @@ export class Reflector<T extends KubeObject> {
     if (this.synced) return Promise.resolve(true);
     return new Promise((resolve) => {
       const done = (v: boolean) => {
-        clearTimeout(timer);
+        timer.cancel();
         off();
         this.stopCtl.signal.removeEventListener('abort', onStop);
         resolve(v);
       };
       const onStop = () => done(this.synced);
-      const timer = setTimeout(() => done(false), timeoutMs);
+      const timer = this.clock.after(timeoutMs, () => done(false));
       const off = this.onSynced(() => done(true));
       this.stopCtl.signal.addEventListener('abort', onStop);
     });
@@ -212,11 +217,11 @@ export class Reflector<T extends KubeObject> {
       if (this.stopped) break;
       if (watched) this.restarts++;
       watched = true;
-      const started = Date.now();
+      const started = this.clock.now();
       const outcome = await this.watchOnce();
       if (outcome.reason === 'stopped') break;
       this.restartsBy[outcome.reason]++;
-      const healthy = outcome.events > 0 || Date.now() - started >= HEALTHY_WATCH_MS;
+      const healthy = outcome.events > 0 || this.clock.now() - started >= HEALTHY_WATCH_MS;
       switch (outcome.reason) {
         case 'expired':
           this.opts.logger?.info({ resource: this.opts.name }, 'watch resourceVersion expired, relisting');
@@ -260,12 +265,12 @@ export class Reflector<T extends KubeObject> {
     const base = Math.min(max, initial * 2 ** Math.min(this.failures, 30));
     this.failures++;
     // Jitter in [0.25, 1) × base so many agents do not retry in lockstep.
-    const delay = base * (0.25 + (Math.random() * 3) / 4);
+    const delay = base * (0.25 + (this.clock.random() * 3) / 4);
     await new Promise<void>((resolve) => {
-      const t = setTimeout(done, delay);
+      const t = this.clock.after(delay, done);
       const signal = this.stopCtl.signal;
       function done() {
-        clearTimeout(t);
+        t.cancel();
         signal.removeEventListener('abort', done);
         resolve();
       }
@@ -280,7 +285,7 @@ export class Reflector<T extends KubeObject> {
     });
     const events = this.store.replace(list.items);
     this.rv = list.metadata?.resourceVersion ?? '';
-    this.lastSync = new Date();
+    this.lastSync = new Date(this.clock.now());
     const hadError = this.clearError();
     const first = !this.synced;
     this.synced = true;
@@ -300,15 +305,16 @@ export class Reflector<T extends KubeObject> {
       const finish = (o: WatchOutcome) => {
         if (settled) return;
         settled = true;
-        clearTimeout(watchdog);
+        watchdog.cancel();
         this.abortWatch = undefined;
         controller?.abort();
         resolve(o);
       };
-      let watchdog = setTimeout(() => finish({ reason: 'watchdog', events }), lifetimeMs);
+      const arm = (): Timer => this.clock.after(lifetimeMs, () => finish({ reason: 'watchdog', events }));
+      let watchdog = arm();
       const kick = () => {
-        clearTimeout(watchdog);
-        watchdog = setTimeout(() => finish({ reason: 'watchdog', events }), lifetimeMs);
+        watchdog.cancel();
+        watchdog = arm();
       };
       this.abortWatch = () => finish({ reason: 'stopped', events });
       if (this.stopped) return finish({ reason: 'stopped', events });
@@ -322,7 +328,7 @@ export class Reflector<T extends KubeObject> {
       const onEvent = (type: string, obj: unknown) => {
         if (settled) return;
         events++;
-        this.lastEvent = new Date();
+        this.lastEvent = new Date(this.clock.now());
         kick();
         if (type === 'ERROR') {
           const status = obj as { code?: number };

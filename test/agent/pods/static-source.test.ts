@@ -6,6 +6,7 @@ import { pino } from 'pino';
 import { MAX_MANIFEST_BYTES } from '../../../src/agent/pods/manifest.ts';
 import { createStaticPodSource, isIgnoredManifestName } from '../../../src/agent/pods/static-source.ts';
 import type { PodSource } from '../../../src/agent/pods/types.ts';
+import { fakeClock } from '../../helpers/fake-clock.ts';
 import { tempDir } from '../../helpers/mountns.ts';
 
 const manifest = (name: string, labels = 'app: demo', extra = '') => `apiVersion: v1
@@ -196,6 +197,24 @@ describe('static pod source', () => {
     await mkdir(dir);
     await writeFile(join(dir, 'again.yaml'), manifest('again'));
     await waitFor('pods of the re-created directory', () => names(src).includes('again-node-a'));
+  });
+
+  test('without a watch, the periodic rescan of the injected clock finds new pods; stats use its time', async (t) => {
+    const parent = await tempDir(t);
+    const dir = join(parent, 'manifests');
+    const clock = fakeClock(Date.UTC(2026, 0, 1));
+    const src = createStaticPodSource({ dir, nodeName: 'node-a', logger: pino({ level: 'silent' }), clock });
+    t.after(() => src.stop());
+    await src.start();
+    assert.equal(src.stats().lastSyncSeconds, Date.UTC(2026, 0, 1) / 1000);
+    // The directory is missing, so nothing watches it: only the resync (1 s) can see it appear.
+    await mkdir(dir);
+    await writeFile(join(dir, 'late.yaml'), manifest('late'));
+    await clock.advance(999);
+    assert.deepEqual(src.pods(), [], 'no rescan before the resync period');
+    await clock.advance(1);
+    await waitFor('the rescan', () => names(src).includes('late-node-a'));
+    assert.equal(src.stats().lastSyncSeconds, (Date.UTC(2026, 0, 1) + 1000) / 1000);
   });
 
   test('a manifest path that is one file is read, whatever its name, and followed like a directory', async (t) => {

@@ -4,6 +4,7 @@ import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client
 import { loadKubeConfig } from '../../../src/volumehost/kube/config.ts';
 import { Reflector } from '../../../src/volumehost/kube/reflector.ts';
 import type { ReflectorEvent } from '../../../src/volumehost/kube/store.ts';
+import { fakeClock } from '../../helpers/fake-clock.ts';
 import { kubeEnv, waitFor } from './env.ts';
 
 function configMaps(
@@ -97,12 +98,16 @@ describe('reflector', () => {
 
   test('a watch silent past its lifetime is restarted by the watchdog', async (t) => {
     const { api, kc } = await kubeEnv(t);
-    const r = configMaps(kc, { watchTimeoutSeconds: 1, watchdogGraceMs: 200 });
+    const clock = fakeClock();
+    const r = configMaps(kc, { watchTimeoutSeconds: 1, watchdogGraceMs: 200, clock });
     t.after(() => r.stop());
     await r.start();
     await waitFor('the watch', () => api.hooks.openWatches() === 1);
     api.hooks.freezeWatches();
     api.store.create('configmaps', { metadata: { name: 'unseen', namespace: 'ns' } });
+    await clock.advance(1199);
+    assert.equal(r.watchRestartsByReason.watchdog, 0, 'not before the lifetime is over');
+    await clock.advance(1);
     await waitFor('the watchdog', () => r.watchRestartsByReason.watchdog >= 1);
     assert.deepEqual(names(r), []);
     api.hooks.unfreezeWatches();
@@ -126,6 +131,24 @@ describe('reflector', () => {
     assert.equal(await r.waitForSync(5000), true);
     assert.deepEqual(names(r), ['c']);
     assert.equal(r.lastError, undefined);
+  });
+
+  test('failed lists are retried after a jittered exponential backoff, on the injected clock', async (t) => {
+    const { api, kc } = await kubeEnv(t);
+    await api.hooks.down();
+    // random() 0.5: each delay is 0.625 of its step (steps 500 ms, 1 s, 2 s, 4 s, 4 s ...).
+    const clock = fakeClock(Date.UTC(2026, 0, 1), 0.5);
+    const r = configMaps(kc, { backoff: undefined, clock });
+    t.after(() => r.stop());
+    await r.start();
+    assert.equal(r.hasSynced(), false);
+    await api.hooks.up();
+    await clock.advance(312);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(r.hasSynced(), false, 'no retry before 312.5 ms');
+    await clock.advance(1);
+    await waitFor('the retried list', () => r.hasSynced());
+    assert.equal(r.lastSyncTime?.getTime(), Date.UTC(2026, 0, 1) + 313, 'times come from the clock too');
   });
 
   test('401 is reported as a clear credentials error and never counts as synced', async (t) => {
