@@ -4,7 +4,7 @@
 // volumes and their reasons are printed), 2 usage error, 3 no podvol answered.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
-import { callRuntime, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
+import { callRuntime, PodNotKnownError, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
 import { EXIT_FAILURE, EXIT_OK, setExitCode, usageError } from './command.ts';
 import { EXIT_UNREACHABLE } from './mounts.ts';
 import { parseGoDuration, runtimeSocketOption } from './options.ts';
@@ -44,18 +44,26 @@ async function runWait(pod: string, flags: WaitFlags): Promise<number> {
   const left = () => Math.max(0, deadline - Date.now());
   try {
     let uid: string | undefined;
-    // namespace/name may not be known yet (a manifest just written): look again until the deadline.
+    // namespace/name may not be known yet (a manifest just written): podvol answers once it is.
     while (uid === undefined) {
+      const seconds = Math.min(MAX_SERVER_WAIT_SECONDS, left() / 1000);
+      const asked = Date.now();
       try {
-        uid = await resolvePod(flags.runtimeSocket, pod, left() + 10_000);
+        uid = await resolvePod(
+          flags.runtimeSocket,
+          pod,
+          seconds * 1000 + 10_000,
+          flags.for === 'mounted' ? seconds : 0,
+        );
       } catch (err) {
-        if (err instanceof UnreachableError) throw err;
+        if (!(err instanceof PodNotKnownError)) throw err;
         if (flags.for === 'unmounted') return EXIT_OK;
         if (left() === 0) {
-          process.stderr.write(`podvol wait: timed out: ${(err as Error).message}\n`);
+          process.stderr.write(`podvol wait: timed out: ${err.message}\n`);
           return EXIT_FAILURE;
         }
-        await sleep(Math.min(50, left()));
+        // A podvol that answered before the wait it was asked for (one without ?wait= on /v1/pods): pace the retries.
+        if (Date.now() - asked < seconds * 500) await sleep(Math.min(50, left()));
       }
     }
     for (;;) {

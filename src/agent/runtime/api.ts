@@ -72,19 +72,85 @@ function describe(uid: string, status: PodStatus | undefined, ready: boolean) {
   };
 }
 
-export function listPods(o: RuntimeApiOptions): Answer {
-  return {
-    status: 200,
-    body: {
-      pods: o.state.pods().map((p) => ({
+/**
+ * Calls `check` now and after every change event of the volume manager (no
+ * polling) until it returns an answer, the time is up or the client is gone;
+ * then `timedOut()` answers. A change seen while `check` runs is not lost.
+ */
+async function untilAnswered<T>(
+  o: RuntimeApiOptions,
+  waitSeconds: number,
+  signal: AbortSignal | undefined,
+  check: () => T | undefined,
+  timedOut: () => T,
+): Promise<T> {
+  const deadline = performance.now() + waitSeconds * 1000;
+  let changed = false;
+  let wake: (() => void) | undefined;
+  const unsubscribe = o.state.onChange(() => {
+    changed = true;
+    wake?.();
+  });
+  try {
+    for (;;) {
+      changed = false;
+      const answer = check();
+      if (answer !== undefined) return answer;
+      const left = deadline - performance.now();
+      if (left <= 0 || signal?.aborted) return timedOut();
+      if (changed) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(done, left);
+        function done() {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', done);
+          wake = undefined;
+          resolve();
+        }
+        wake = done;
+        signal?.addEventListener('abort', done, { once: true });
+      });
+    }
+  } finally {
+    unsubscribe();
+  }
+}
+
+/**
+ * The pods podvol knows; with `namespace` and `name`, only that pod, and with
+ * `wait` seconds, waiting (event-driven) until it is known: how the CLI
+ * resolves namespace/name for a manifest written just before it was called.
+ */
+export async function listPods(
+  o: RuntimeApiOptions,
+  q: URLSearchParams = new URLSearchParams(),
+  signal?: AbortSignal,
+): Promise<Answer> {
+  const namespace = q.get('namespace');
+  const name = q.get('name');
+  const { waitSeconds } = parseWaitQuery(q);
+  const matching = () =>
+    o.state
+      .pods()
+      .filter((p) => (namespace === null || p.namespace === namespace) && (name === null || p.name === name))
+      .map((p) => ({
         uid: p.uid,
         namespace: p.namespace,
         name: p.name,
         ready: o.state.desiredPod(p.uid) !== undefined && podReady(p),
         ...(p.terminating ? { terminating: p.terminating } : {}),
-      })),
+      }));
+  const answer = (pods: ReturnType<typeof matching>): Answer => ({ status: 200, body: { pods } });
+  return untilAnswered(
+    o,
+    namespace !== null || name !== null ? waitSeconds : 0,
+    signal,
+    () => {
+      const pods = matching();
+      return pods.length > 0 ? answer(pods) : undefined;
     },
-  };
+    () => answer(matching()),
+  );
 }
 
 /** Volumes of the pod that failed for a reason retrying cannot cure (reasons.ts: permanentVolumeReasons). */
@@ -108,57 +174,39 @@ export async function waitVolumes(
   waitFor: WaitFor,
   signal?: AbortSignal,
 ): Promise<Answer> {
-  const deadline = performance.now() + waitSeconds * 1000;
-  // A change seen while the condition is being checked is not lost: the next round looks again at once.
-  let changed = false;
-  let wake: (() => void) | undefined;
-  const unsubscribe = o.state.onChange(() => {
-    changed = true;
-    wake?.();
-  });
-  try {
-    for (;;) {
-      changed = false;
+  return untilAnswered(
+    o,
+    waitSeconds,
+    signal,
+    () => {
       const status = o.state.podStatus(uid);
       const desired = o.state.desiredPod(uid) !== undefined;
-      if (waitFor === 'mounted') {
-        if (desired && status && podReady(status)) return { status: 200, body: describe(uid, status, true) };
-        const failed = desired && status ? permanentlyFailed(status) : [];
-        if (status && failed.length > 0) {
-          throw new RuntimeApiError(
-            422,
-            'VolumesFailedPermanently',
-            `volumes of pod ${status.namespace}/${status.name} cannot be set up until the pod changes: ${failed
-              .map((v) => `${v.name} (${v.reason}: ${v.message})`)
-              .join(', ')}`,
-            describe(uid, status, false),
-          );
-        }
-      } else if (!desired && !o.state.hasMountedVolumes(uid)) {
-        return { status: 200, body: describe(uid, status, true) };
+      if (waitFor === 'unmounted') {
+        return !desired && !o.state.hasMountedVolumes(uid)
+          ? { status: 200, body: describe(uid, status, true) }
+          : undefined;
       }
-      const left = deadline - performance.now();
-      if (left <= 0 || signal?.aborted) {
-        if (waitFor === 'mounted' && !status)
-          throw notFound('PodNotFound', `pod ${uid} is not known to podvol`);
-        return { status: 504, body: describe(uid, status, false) };
+      if (desired && status && podReady(status)) return { status: 200, body: describe(uid, status, true) };
+      const failed = desired && status ? permanentlyFailed(status) : [];
+      if (status && failed.length > 0) {
+        throw new RuntimeApiError(
+          422,
+          'VolumesFailedPermanently',
+          `volumes of pod ${status.namespace}/${status.name} cannot be set up until the pod changes: ${failed
+            .map((v) => `${v.name} (${v.reason}: ${v.message})`)
+            .join(', ')}`,
+          describe(uid, status, false),
+        );
       }
-      if (changed) continue;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, left);
-        function done() {
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', done);
-          wake = undefined;
-          resolve();
-        }
-        wake = done;
-        signal?.addEventListener('abort', done, { once: true });
-      });
-    }
-  } finally {
-    unsubscribe();
-  }
+      return undefined;
+    },
+    () => {
+      const status = o.state.podStatus(uid);
+      if (waitFor === 'mounted' && !status)
+        throw notFound('PodNotFound', `pod ${uid} is not known to podvol`);
+      return { status: 504, body: describe(uid, status, false) };
+    },
+  );
 }
 
 export async function containerMounts(o: RuntimeApiOptions, uid: string, name: string): Promise<Answer> {

@@ -10,6 +10,9 @@ export interface ClientAnswer {
 /** Thrown when nothing (or not podvol) answers on the socket. */
 export class UnreachableError extends Error {}
 
+/** Thrown when podvol does not know the namespace/name (yet). */
+export class PodNotKnownError extends Error {}
+
 export function callRuntime(
   socketPath: string,
   method: 'GET' | 'POST',
@@ -52,9 +55,15 @@ const UUIDISH = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 /**
  * POD as the CLI takes it: a UID, or namespace/name looked up in the pods
- * podvol knows. Returns the UID, or throws a message for the user.
+ * podvol knows, waiting up to `waitSeconds` for it to appear. Returns the UID,
+ * or throws a message for the user.
  */
-export async function resolvePod(socketPath: string, pod: string, timeoutMs: number): Promise<string> {
+export async function resolvePod(
+  socketPath: string,
+  pod: string,
+  timeoutMs: number,
+  waitSeconds = 0,
+): Promise<string> {
   const slash = pod.indexOf('/');
   if (slash < 0) {
     if (!UUIDISH.test(pod)) throw new Error(`"${pod}" is neither a pod UID nor namespace/name`);
@@ -63,7 +72,9 @@ export async function resolvePod(socketPath: string, pod: string, timeoutMs: num
   const namespace = pod.slice(0, slash);
   const name = pod.slice(slash + 1);
   if (!namespace || !name || name.includes('/')) throw new Error(`"${pod}" is not namespace/name`);
-  const answer = await callRuntime(socketPath, 'GET', '/v1/pods', timeoutMs);
+  // podvol answers as soon as the pod is known (or after waitSeconds with none).
+  const query = new URLSearchParams({ namespace, name, wait: waitSeconds.toFixed(3) });
+  const answer = await callRuntime(socketPath, 'GET', `/v1/pods?${query}`, timeoutMs);
   const pods = (answer.body.pods ?? []) as {
     uid: string;
     namespace: string;
@@ -71,7 +82,7 @@ export async function resolvePod(socketPath: string, pod: string, timeoutMs: num
     terminating?: unknown;
   }[];
   const match = pods.filter((p) => p.namespace === namespace && p.name === name);
-  if (match.length === 0) throw new Error(`pod ${namespace}/${name} is not known to podvol`);
+  if (match.length === 0) throw new PodNotKnownError(`pod ${namespace}/${name} is not known to podvol`);
   // An edited static pod and its terminating predecessor share a name: the one not terminating wins.
   return (match.find((p) => !p.terminating) ?? match[0]).uid;
 }

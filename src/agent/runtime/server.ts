@@ -39,7 +39,7 @@ const routes: {
   re: RegExp;
   run: (o: RuntimeApiOptions, m: string[], url: URL, signal: AbortSignal) => Promise<Answer> | Answer;
 }[] = [
-  { method: 'GET', re: /^\/v1\/pods$/, run: (o) => listPods(o) },
+  { method: 'GET', re: /^\/v1\/pods$/, run: (o, _m, url, signal) => listPods(o, url.searchParams, signal) },
   {
     method: 'GET',
     re: new RegExp(`^/v1/pods/${POD}/volumes$`),

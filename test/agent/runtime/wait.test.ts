@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { mock, type TestContext, test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { type Answer, permanentlyFailed, waitVolumes } from '../../../src/agent/runtime/api.ts';
+import { type Answer, listPods, permanentlyFailed, waitVolumes } from '../../../src/agent/runtime/api.ts';
 import { RuntimeApiError } from '../../../src/agent/runtime/errors.ts';
 import { runtimeStateOf } from '../../../src/agent/runtime/state.ts';
 import { TerminationGate } from '../../../src/agent/runtime/termination.ts';
@@ -44,7 +44,7 @@ function fakeState() {
   const state = {
     desiredPod: () => (known ? { pod: {} as V1Pod, volumes: new Map() } : undefined),
     podStatus: () => (known || volumes.length > 0 ? status() : undefined),
-    pods: () => [status()],
+    pods: () => (known || volumes.length > 0 ? [status()] : []),
     hasMountedVolumes: () => volumes.length > 0,
     onChange(fn: () => void) {
       listeners.add(fn);
@@ -258,4 +258,31 @@ test('with the real volume manager: the mount that completes the pod answers the
     (b.body as { message: string }).message,
     /data \(UnknownStorageMedium: unknown storage medium "Sideways"\)/,
   );
+});
+
+test('GET /v1/pods?namespace=&name=&wait= answers on the event that makes the pod known (how podvol wait resolves namespace/name)', async (t) => {
+  freezeTimers(t);
+  const f = fakeState();
+  f.set([], false);
+  const q = new URLSearchParams({ namespace: 'default', name: 'web', wait: '300' });
+  let answered = false;
+  const waiting = listPods(opts(f.state), q).then((a) => {
+    answered = true;
+    return a;
+  });
+  await new Promise((r) => setImmediate(r));
+  assert.equal(answered, false);
+  f.set([f.vol('data', 'pending')]);
+  const a = await waiting;
+  assert.deepEqual((a.body as { pods: unknown[] }).pods, [
+    { uid: 'u1', namespace: 'default', name: 'web', ready: false },
+  ]);
+  // Another name is not it; without wait the list answers at once, as before.
+  mock.timers.reset();
+  const other = await listPods(
+    opts(f.state),
+    new URLSearchParams({ namespace: 'default', name: 'db', wait: '0.05' }),
+  );
+  assert.deepEqual((other.body as { pods: unknown[] }).pods, []);
+  assert.equal(((await listPods(opts(f.state))).body as { pods: unknown[] }).pods.length, 1);
 });
