@@ -89,6 +89,8 @@ export class VolumeManager {
   readonly #populator: DesiredStateOfWorldPopulator;
   readonly #settle: SettleGuard;
   #timer: NodeJS.Timeout | undefined;
+  /** The reconciler pass the loop is running, if any (stop() waits for it). */
+  #pass: Promise<void> | undefined;
   #ticking = false;
   #reconstructed = false;
   #populated = false;
@@ -142,7 +144,8 @@ export class VolumeManager {
     await this.reconstruct();
     const loop = () => {
       this.#timer = setTimeout(async () => {
-        await this.reconcileOnce();
+        this.#pass = this.reconcileOnce();
+        await this.#pass;
         if (this.#timer) loop();
       }, this.#o.loopPeriodMs);
     };
@@ -153,6 +156,8 @@ export class VolumeManager {
   async stop(): Promise<void> {
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    // A pass in progress (its housekeeping removes a pod directory, then the pod's records) ends first.
+    await this.#pass;
     await this.executor.drain();
     await this.stats.settle();
   }
