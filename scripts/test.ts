@@ -19,7 +19,10 @@ function findTests(dir: string): string[] {
   });
 }
 
-const filter = process.argv.slice(2);
+// `npm run chaos` (--chaos): only test/chaos/, each suite at its full size
+// (PODVOL_CHAOS=full), one at a time so their figures do not disturb each other.
+const chaos = process.argv.includes('--chaos');
+const filter = chaos ? ['test/chaos/'] : process.argv.slice(2);
 const files = findTests('test')
   .map((f) => relative('.', f))
   .filter((f) => filter.length === 0 || filter.some((x) => f.includes(x)))
@@ -27,7 +30,10 @@ const files = findTests('test')
 
 // What the tests need from Debian, installed as root when missing: promtool
 // (package prometheus) checks a live scrape; crun and busybox-static run real
-// containers on podvol's mounts (test/agent/runtime/crun.e2e.test.ts).
+// containers on podvol's mounts (test/agent/runtime/crun.e2e.test.ts); bindfs
+// is a FUSE filesystem to hang (test/chaos/hung-fs.chaos.test.ts). It pulls in
+// Debian's fuse, whose mount.fuse then takes every `mount -t fuse.*`: test
+// helpers mount their own FUSE with `mount -i`.
 // The containers' rootfs is one static busybox: a dynamic one would need a libc in it.
 function staticBusybox(): boolean {
   if (!existsSync('/bin/busybox')) return false;
@@ -39,6 +45,8 @@ const missing = [
   ...(has('promtool') ? [] : ['prometheus']),
   ...(has('crun') ? [] : ['crun']),
   ...(staticBusybox() ? [] : ['busybox-static']),
+  // A real FUSE filesystem whose daemon the hung-filesystem chaos test stops (SIGSTOP).
+  ...(has('bindfs') ? [] : ['bindfs']),
 ];
 if (missing.length > 0 && process.getuid?.() === 0 && has('apt-get')) {
   console.log(`# installing ${missing.join(', ')}: apt-get install`);
@@ -51,7 +59,7 @@ if (missing.length > 0 && process.getuid?.() === 0 && has('apt-get')) {
   });
 }
 
-const nodeArgs = ['--test', '--test-reporter=spec', '--test-concurrency=2', ...files];
+const nodeArgs = ['--test', '--test-reporter=spec', `--test-concurrency=${chaos ? 1 : 2}`, ...files];
 const isRoot = process.getuid?.() === 0;
 const canUnshare =
   isRoot && spawnSync('unshare', ['--mount', '--propagation', 'private', 'true']).status === 0;
@@ -67,7 +75,12 @@ if (!canUnshare) {
 const runTmp = mkdtempSync(join(tmpdir(), 'podvol-tests-'));
 // Traversable (not listable) by other users: a test runs a non-root caller against a socket below it.
 chmodSync(runTmp, 0o711);
-const env = { ...process.env, PODVOL_MOUNTNS: canUnshare ? '1' : '0', TMPDIR: runTmp };
+const env = {
+  ...process.env,
+  PODVOL_MOUNTNS: canUnshare ? '1' : '0',
+  TMPDIR: runTmp,
+  ...(chaos ? { PODVOL_CHAOS: 'full' } : {}),
+};
 const result = spawnSync(cmd, args, { stdio: 'inherit', env });
 const leftovers = readdirSync(runTmp);
 rmSync(runTmp, { recursive: true, force: true });

@@ -47,6 +47,8 @@ export const volumeReasons = {
   ProjectionFailed: 'a projected source failed for another reason',
   WriteFailed: 'the files of the volume could not be written',
   UnsafePath: "a path in the pod's directories is a symbolic link, not a directory, or crosses a mount",
+  FilesystemUnresponsive:
+    'a filesystem the volume touches (its hostPath, or a mount at or below it) did not answer a stat within 5 s (a stopped FUSE daemon, an unreachable NFS server); retried with backoff',
   // The runtime contract (runtime socket).
   SubPathFailed: "a container's subPath could not be prepared (kubelet's message; details in the log)",
   SpecChangeRequiresRestart:

@@ -103,9 +103,11 @@ export async function run(flags: RunFlags): Promise<number> {
   }
   // Listening before the daemon starts: a SIGTERM during start-up stops it cleanly once started,
   // instead of killing it half-way (the HTTP endpoints answer before start-up is over).
+  // `on`, not `once`: execa's child clean-up (signal-exit) re-raises a signal when no other
+  // listener is left, which killed podvol on a SIGTERM that came while a mount or stat ran.
   const stopSignal = new Promise<string>((res) => {
-    process.once('SIGTERM', () => res('SIGTERM'));
-    process.once('SIGINT', () => res('SIGINT'));
+    process.on('SIGTERM', () => res('SIGTERM'));
+    process.on('SIGINT', () => res('SIGINT'));
   });
   // The lock comes before anything reads or changes the root directory (reconstruction included).
   const rootDir = resolve(flags.rootDir);

@@ -1,8 +1,9 @@
 // kubernetes.io/host-path (k/k pkg/volume/hostpath/host_path.go): nothing is
 // mounted; the runtime binds the host path itself. SetUp only validates the
 // path and applies the HostPathType check, creating what *OrCreate asks for.
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { V1HostPathVolumeSource } from '@kubernetes/client-node';
+import { type DeadlineStat, statWithDeadline } from '../mount/deadline-stat.ts';
 import { type FsOps, nodeFsOps, O_APPEND, O_CREAT, O_WRONLY } from '../volumehost/fs.ts';
 import { resolveInRoot } from '../volumehost/hostroot.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
@@ -12,38 +13,38 @@ export const hostPathPluginName = 'kubernetes.io/host-path';
 
 type FileType = 'Directory' | 'File' | 'Socket' | 'CharDevice' | 'BlockDevice';
 
+/**
+ * os.Stat of the host path in a child process with a deadline, not through
+ * `fs`: the path may be on a filesystem whose server hangs (see
+ * deadline-stat.ts). A filesystem that does not answer is
+ * FilesystemUnresponsive, and nothing of the daemon waits on it.
+ */
+async function statHostPath(path: string): Promise<DeadlineStat> {
+  const st = await statWithDeadline(path, { follow: true });
+  if (st.state === 'timed-out') throw new VolumeError('FilesystemUnresponsive', st.message);
+  return st;
+}
+
 /** mount-utils PathExists: ENOENT is "no", any other stat error counts as present but unusable. */
-async function exists(fs: FsOps, path: string): Promise<boolean> {
-  try {
-    await fs.stat(path);
-    return true;
-  } catch {
-    return false;
-  }
+async function exists(path: string): Promise<boolean> {
+  return (await statHostPath(path)).state === 'ok';
 }
 
 /** hostutil.GetFileType: stat follows symlinks, as kubelet's does. */
-async function fileType(fs: FsOps, path: string): Promise<FileType> {
-  const st = await fs.stat(path);
-  if (st.isSocket()) return 'Socket';
-  if (st.isBlockDevice()) return 'BlockDevice';
-  if (st.isCharacterDevice()) return 'CharDevice';
-  if (st.isDirectory()) return 'Directory';
-  if (st.isFile()) return 'File';
+async function fileType(path: string): Promise<FileType> {
+  const st = await statHostPath(path);
+  if (st.state === 'error') throw new Error(st.message);
+  if (st.state === 'ok' && st.type !== 'Symlink' && st.type !== 'Other') return st.type;
   throw new Error('only recognise file, directory, socket, block device and character device');
 }
 
-async function typeMatchedOrError(
-  fs: FsOps,
-  path: string,
-  expected: FileType,
-  description: string,
-): Promise<void> {
-  if (!(await exists(fs, path))) throw new VolumeError('HostPathNotFound', `hostPath ${path} doesn't exist`);
+async function typeMatchedOrError(path: string, expected: FileType, description: string): Promise<void> {
+  if (!(await exists(path))) throw new VolumeError('HostPathNotFound', `hostPath ${path} doesn't exist`);
   let actual: FileType;
   try {
-    actual = await fileType(fs, path);
+    actual = await fileType(path);
   } catch (err) {
+    if (err instanceof VolumeError) throw err;
     throw new VolumeError(
       'HostPathTypeMismatch',
       `hostPath type check failed, ${path} is not a ${description}, unable to determine its type: ${(err as Error).message}`,
@@ -107,12 +108,12 @@ async function makeDir(fs: FsOps, path: string): Promise<void> {
 export async function checkHostPathType(path: string, type: string, fs: FsOps = nodeFsOps()): Promise<void> {
   switch (type) {
     case 'DirectoryOrCreate':
-      if (!(await exists(fs, path))) return makeDir(fs, path);
-      return typeMatchedOrError(fs, path, 'Directory', 'directory');
+      if (!(await exists(path))) return makeDir(fs, path);
+      return typeMatchedOrError(path, 'Directory', 'directory');
     case 'Directory':
-      return typeMatchedOrError(fs, path, 'Directory', 'directory');
+      return typeMatchedOrError(path, 'Directory', 'directory');
     case 'FileOrCreate':
-      if (!(await exists(fs, path))) {
+      if (!(await exists(path))) {
         // O_CREATE without O_EXCL, as Go's OpenFile: an existing entry is fine.
         const flags = O_WRONLY | O_APPEND | O_CREAT;
         const fh = await fs.open(path, flags, 0o644).catch((err: NodeJS.ErrnoException) => {
@@ -122,15 +123,15 @@ export async function checkHostPathType(path: string, type: string, fs: FsOps = 
         await fh?.close();
         return;
       }
-      return typeMatchedOrError(fs, path, 'File', 'file');
+      return typeMatchedOrError(path, 'File', 'file');
     case 'File':
-      return typeMatchedOrError(fs, path, 'File', 'file');
+      return typeMatchedOrError(path, 'File', 'file');
     case 'Socket':
-      return typeMatchedOrError(fs, path, 'Socket', 'socket file');
+      return typeMatchedOrError(path, 'Socket', 'socket file');
     case 'CharDevice':
-      return typeMatchedOrError(fs, path, 'CharDevice', 'character device');
+      return typeMatchedOrError(path, 'CharDevice', 'character device');
     case 'BlockDevice':
-      return typeMatchedOrError(fs, path, 'BlockDevice', 'block device');
+      return typeMatchedOrError(path, 'BlockDevice', 'block device');
     default:
       throw new VolumeError('InvalidHostPathType', `${type} is an invalid volume type`);
   }
@@ -175,6 +176,8 @@ export function hostPathPlugin(): VolumePlugin {
           const root = host.getHostRoot?.() ?? '/';
           const fs = host.getFs().ops;
           if (root === '/') return checkHostPathType(path, src.type, fs);
+          // resolveInRoot walks the path with lstat: only once its filesystem has answered.
+          await statHostPath(join(root, path));
           const onHost = await resolveInRoot(root, path, fs);
           try {
             await checkHostPathType(onHost, src.type, fs);

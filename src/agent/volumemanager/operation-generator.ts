@@ -1,6 +1,7 @@
 // kubelet's operation_generator: the mount and unmount operations the
 // reconciler hands to the operation executor, with their metrics, logs and Events.
 import type { V1Pod } from '@kubernetes/client-node';
+import { UNRESPONSIVE_AFTER_MS, unresponsiveMounts } from '../../mount/deadline-stat.ts';
 import { type MounterArgs, reasonOf } from '../../plugins/types.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
 import { relativeBeneath } from '../../volumehost/safe-fs.ts';
@@ -123,6 +124,30 @@ export async function mountVolume(
   );
 }
 
+/**
+ * A mount at or below the volume whose filesystem does not answer (a FUSE
+ * daemon stopped, a dead NFS server) would hang the TearDown, and with it a
+ * thread of the daemon, forever. Such mounts are unmounted first with
+ * kubelet's UnmountWithForce rule (umount with a deadline, then -f) and, if
+ * that fails too, detached lazily; the TearDown then finds nothing that hangs.
+ */
+async function forceUnmountUnresponsive(
+  ctx: VolumeManagerContext,
+  v: MountedVolume,
+  log: Record<string, string>,
+): Promise<void> {
+  if (!v.path) return;
+  const mounter = ctx.host.getMounter();
+  for (const hung of await unresponsiveMounts(await mounter.list(), v.path)) {
+    ctx.logger.warn(
+      { ...log, mountPoint: hung.mountPoint, err: hung.message },
+      'unmounting an unresponsive filesystem with force',
+    );
+    const outcome = await mounter.unmountWithForce(hung.mountPoint, UNRESPONSIVE_AFTER_MS);
+    ctx.logger.warn({ ...log, mountPoint: hung.mountPoint, outcome }, 'unresponsive filesystem unmounted');
+  }
+}
+
 /** kubelet's GenerateUnmountVolumeFunc: TearDown, then forget the volume and its record. */
 export async function unmountVolume(ctx: OperationContext, v: MountedVolume): Promise<void> {
   const { logger, metrics, pluginMgr, rootDir, asw, host } = ctx;
@@ -134,6 +159,7 @@ export async function unmountVolume(ctx: OperationContext, v: MountedVolume): Pr
   };
   const t0 = performance.now();
   try {
+    await forceUnmountUnresponsive(ctx, v, log);
     await ctx.cleanSubPaths?.(v.podUID, v.innerName);
     await pluginMgr.findPluginByName(v.pluginName).newUnmounter(v.innerName, v.podUID).tearDown();
   } catch (err) {

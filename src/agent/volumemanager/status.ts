@@ -116,6 +116,13 @@ export function buildStatus(
           reason: reasonOf(op.lastError, fallback),
           message: op.lastError.message,
         });
+      } else if (v?.state === 'mounted' && u?.unresponsive) {
+        volumes.push({
+          ...base,
+          state: 'mounted',
+          reason: 'FilesystemUnresponsive',
+          message: u.unresponsive,
+        });
       } else if (v?.state === 'mounted' && u?.exceeded) {
         // kubelet would evict the pod; the volume stays mounted and says why.
         volumes.push({ ...base, state: 'mounted', reason: 'SizeLimitExceeded', message: u.exceeded });

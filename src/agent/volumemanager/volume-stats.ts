@@ -4,6 +4,7 @@
 // the used bytes of every mounted emptyDir and, when a volume exceeds its
 // sizeLimit, a Warning Event and reason SizeLimitExceeded in /status. kubelet
 // evicts such a pod; podvol runs no containers, so it reports.
+import { unresponsiveMounts } from '../../mount/deadline-stat.ts';
 import { emptyDirPluginName } from '../../plugins/emptydir.ts';
 import { diskUsage } from '../../plugins/util/disk-usage.ts';
 import { formatQuantity, parseQuantity } from '../../plugins/util/quantity.ts';
@@ -17,6 +18,8 @@ export interface VolumeUsage {
   sizeLimit?: string;
   /** Set while the volume uses more than its sizeLimit: kubelet's eviction message. */
   exceeded?: string;
+  /** Set while a filesystem mounted at or below the volume does not answer (FilesystemUnresponsive). */
+  unresponsive?: string;
   measuredAt: number;
 }
 
@@ -82,6 +85,22 @@ export class EmptyDirStats {
       const desired = dsw.volume(v.key);
       const pod = dsw.pod(v.podUID)?.pod;
       if (!desired || !pod) continue;
+      // du would hang on a filesystem below the volume that does not answer: report it instead.
+      const hung = await unresponsiveMounts(await host.getMounter().list(), v.path).catch(() => []);
+      if (hung.length > 0) {
+        const prev = this.#usage.get(v.key);
+        if (!prev?.unresponsive)
+          logger.warn(
+            { podUID: v.podUID, volume: v.volumeName, err: hung[0].message },
+            'volume usage not measured',
+          );
+        this.#usage.set(v.key, {
+          usedBytes: prev?.usedBytes ?? 0,
+          unresponsive: hung.map((h) => `${h.mountPoint}: ${h.message}`).join('; '),
+          measuredAt: this.#now(),
+        });
+        continue;
+      }
       let usedBytes: number;
       try {
         usedBytes = Number((await diskUsage(v.path)).bytes);
