@@ -132,7 +132,7 @@ export async function mountVolume(
  * that fails too, detached lazily; the TearDown then finds nothing that hangs.
  */
 async function forceUnmountUnresponsive(
-  ctx: VolumeManagerContext,
+  ctx: OperationContext,
   v: MountedVolume,
   log: Record<string, string>,
 ): Promise<void> {
