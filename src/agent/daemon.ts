@@ -161,7 +161,14 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     pluginMgr,
     mounter,
     logger: log,
-    pods: () => gate.filter(podManager.pods(), podManager.allSourcesReady()),
+    pods: () => {
+      const all = podManager.pods();
+      // Registered with the object caches from the very list the desired state is built from: a
+      // volume's first SetUp finds its secret or configMap registered and waits for its first list,
+      // never failing 'object not registered' and backing off (P2).
+      o.cluster?.podsChanged(all);
+      return gate.filter(all, podManager.allSourcesReady());
+    },
     sourcesReady: () => podManager.allSourcesReady(),
     heldPod: (uid) => gate.held(uid),
     cleanSubPaths: (uid, volume) => subPaths.cleanSubPaths(uid, volume),
@@ -199,11 +206,8 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   // A driver that registers (again) is used at once by the volumes waiting for it.
   drivers.onChange(() => vm.retryPlugin(csiPluginName));
   o.cluster?.claims.onChange(() => vm.podsChanged());
-  const podsChanged = () => {
-    o.cluster?.podsChanged(podManager.pods());
-    vm.podsChanged();
-  };
-  for (const s of sources) s.onChange(podsChanged);
+  // The next pass (at once, see VolumeManager.kick) re-reads the pods, registering their objects first.
+  for (const s of sources) s.onChange(() => vm.podsChanged());
   // A changed secret or configMap reaches the files of every volume that renders it on the next pass.
   o.cluster?.onObjectChange((kind, namespace, name) => {
     // A cluster trust bundle changed (from the watch, as kubelet's informer): re-render
@@ -283,7 +287,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   );
   statsTimer.unref();
   for (const s of sources) await s.start();
-  podsChanged();
+  vm.podsChanged();
   log.info(
     {
       rootDir,

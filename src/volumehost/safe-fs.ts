@@ -528,8 +528,12 @@ async function removeEntry(
  * refuses any mount it meets, by mnt_id).
  */
 export async function mountPointsBelow(mounter: mount.Interface, path: string): Promise<string[]> {
+  return mountPointsIn(await mounter.list(), path);
+}
+
+/** mountPointsBelow on a table already read (one read for many directories). */
+export function mountPointsIn(table: readonly { mountPoint: string }[], path: string): string[] {
   const root = resolve(path);
-  const table = await mounter.list();
   return table.map((m) => m.mountPoint).filter((mp) => mp === root || mp.startsWith(root + sep));
 }
 

@@ -32,13 +32,13 @@ export class OperationExecutor {
   #running = 0;
   /** Running operations per key group (the pod UID before the first '/'). */
   readonly #groupRunning = new Map<string, number>();
-  readonly #settled: () => void;
+  readonly #settled: (operationName: string, ok: boolean) => void;
 
   /** `settled` is called after every operation ends, successful or not (its result is then in state()). */
   constructor(
     now: () => number = Date.now,
     maxConcurrent = defaultMaxConcurrentOperations(),
-    settled: () => void = () => {},
+    settled: (operationName: string, ok: boolean) => void = () => {},
   ) {
     this.#now = now;
     this.#settled = settled;
@@ -74,9 +74,11 @@ export class OperationExecutor {
     this.#running++;
     this.#groupRunning.set(group, (this.#groupRunning.get(group) ?? 0) + 1);
     const p = (async () => {
+      let ok = false;
       try {
         await fn();
         this.#ops.delete(key);
+        ok = true;
       } catch (err) {
         state.pending = false;
         state.lastError = err instanceof Error ? err : new Error(String(err));
@@ -90,7 +92,7 @@ export class OperationExecutor {
         const n = (this.#groupRunning.get(group) ?? 1) - 1;
         if (n === 0) this.#groupRunning.delete(group);
         else this.#groupRunning.set(group, n);
-        this.#settled();
+        this.#settled(operationName, ok);
       }
     })();
     this.#inFlight.add(p);

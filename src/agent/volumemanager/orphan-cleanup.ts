@@ -10,7 +10,7 @@ import {
   podVolumesDir,
   unescapeQualifiedName,
 } from '../../volumehost/paths.ts';
-import { mountPointsBelow, relativeBeneath } from '../../volumehost/safe-fs.ts';
+import { mountPointsBelow, mountPointsIn, relativeBeneath } from '../../volumehost/safe-fs.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { readdirOrEmpty, reconstructVolume } from './reconstruction.ts';
 import { podOwned } from './records.ts';
@@ -19,14 +19,16 @@ import { podOwned } from './records.ts';
  * Removes a pod's directory and its records once the mount table shows no
  * mount below it (through directory fds: no symlink in it is followed, no
  * mount entered, by mnt_id). Returns the mount points that stopped it.
+ * `table`: the mount table, when the caller read it once for many pods.
  */
 export async function removePodDirUnlessMounted(
   ctx: Pick<VolumeManagerContext, 'rootDir' | 'mounter' | 'host'>,
   uid: string,
+  table?: readonly { mountPoint: string }[],
 ): Promise<string[]> {
   const { rootDir, mounter } = ctx;
   const dir = podDir(rootDir, uid);
-  const mounts = await mountPointsBelow(mounter, dir);
+  const mounts = table ? mountPointsIn(table, dir) : await mountPointsBelow(mounter, dir);
   if (mounts.length > 0) return mounts;
   const fs = ctx.host.getFs();
   await fs.removeAllBeneath(rootDir, relativeBeneath(rootDir, dir));
@@ -43,7 +45,7 @@ export async function cleanupOrphanedPodDirs(
   ctx: VolumeManagerContext,
   housekeepingErrors: Map<string, string>,
 ): Promise<void> {
-  const { rootDir, logger, dsw, asw, executor } = ctx;
+  const { rootDir, logger, dsw, asw, executor, mounter } = ctx;
   const podDirs = new Set(await readdirOrEmpty(podsDir(rootDir)));
   for (const uid of await readdirOrEmpty(podVolumeRecordsRoot(rootDir))) {
     // Records never hold a mount; once their pod directory is gone they describe nothing.
@@ -53,12 +55,31 @@ export async function cleanupOrphanedPodDirs(
         .removeAllBeneath(rootDir, relativeBeneath(rootDir, podVolumeRecordsDir(rootDir, uid)));
     }
   }
+  const orphans: string[] = [];
   for (const uid of await readdirOrEmpty(podsDir(rootDir))) {
     // A SetUp still running for a pod that just went away must finish first: it records its result in ASW.
     if (dsw.pod(uid) || asw.hasPod(uid) || executor.anyPending(`${uid}/`)) {
       housekeepingErrors.delete(uid);
       continue;
     }
+    orphans.push(uid);
+  }
+  if (orphans.length === 0) return;
+  // One read of the mount table for every orphan, not one each (a teardown of 300 pods removes 300
+  // directories). Read after the orphans are known: none has an operation running, and none can get
+  // one while this pass runs (only the reconciler starts them), so the table is current for each.
+  let table: Awaited<ReturnType<typeof mounter.list>>;
+  try {
+    table = await mounter.list();
+  } catch (err) {
+    for (const uid of orphans) housekeepingErrors.set(uid, (err as Error).message);
+    logger.warn(
+      { err: (err as Error).message },
+      'could not read the mount table to remove orphaned pod directories',
+    );
+    return;
+  }
+  for (const uid of orphans) {
     if (!(await podOwned(rootDir, uid))) {
       const msg = 'pod directory not created or adopted by podvol (no record under podvol/pods): left alone';
       if (housekeepingErrors.get(uid) !== msg) logger.warn({ podUID: uid }, msg);
@@ -66,7 +87,7 @@ export async function cleanupOrphanedPodDirs(
       continue;
     }
     try {
-      const mounts = await removePodDirUnlessMounted(ctx, uid);
+      const mounts = await removePodDirUnlessMounted(ctx, uid, table);
       if (mounts.length === 0) {
         housekeepingErrors.delete(uid);
         logger.info({ podUID: uid }, 'removed orphaned pod directory');

@@ -1,6 +1,7 @@
 // kubelet's volume manager: a desired state filled by the populator from the pod
 // sources, an actual state filled only by operation results and reconstruction,
-// and a reconciler between them that runs every 100 ms. Nothing is unmounted
+// and a reconciler between them that runs every 100 ms, and at once when the
+// pods change, an object changes or an operation ends (kick()). Nothing is unmounted
 // before the pod sources have synced; stopping unmounts nothing. The parts live
 // in their own files under kubelet's names; this one wires them and runs the loop.
 import type { V1Pod } from '@kubernetes/client-node';
@@ -92,6 +93,11 @@ export class VolumeManager {
   /** The reconciler pass the loop is running, if any (stop() waits for it). */
   #pass: Promise<void> | undefined;
   #ticking = false;
+  /** A pass is scheduled by kick(), or was asked for while one ran. */
+  #kicked = false;
+  #again = false;
+  /** A volume was torn down since the last housekeeping: its pod directory may go now, not at the next period. */
+  #housekeepingDue = false;
   #reconstructed = false;
   #populated = false;
   #lastHousekeeping = 0;
@@ -114,7 +120,12 @@ export class VolumeManager {
         Object.entries(opts).filter(([, v]) => v !== undefined),
       ) as VolumeManagerOptions),
     };
-    this.executor = new OperationExecutor(this.#o.now, this.#o.maxConcurrentOperations, () => this.#notify());
+    this.executor = new OperationExecutor(this.#o.now, this.#o.maxConcurrentOperations, (name, ok) => {
+      this.#notify();
+      if (ok && name === 'volume_unmount') this.#housekeepingDue = true;
+      // A pool slot is free: the volumes waiting for one start now.
+      this.#kick();
+    });
     const { rootDir, host, pluginMgr, mounter, logger, metrics } = this.#o;
     this.#ctx = {
       rootDir,
@@ -152,6 +163,28 @@ export class VolumeManager {
     loop();
   }
 
+  /**
+   * Runs a pass as soon as the event loop is free instead of at the next tick:
+   * a pod added or deleted, a changed object or a freed pool slot is acted on
+   * within milliseconds (P1, P2, P3 in the README). Requests arriving while a
+   * pass is scheduled or running make one more pass, not one each; the
+   * periodic tick stays as the safety net. Nothing happens before start() or
+   * after stop(), so tests that step the loop by hand are not disturbed.
+   */
+  #kick(): void {
+    if (!this.#timer) return;
+    if (this.#ticking) {
+      this.#again = true;
+      return;
+    }
+    if (this.#kicked) return;
+    this.#kicked = true;
+    setImmediate(() => {
+      this.#kicked = false;
+      if (this.#timer) void this.reconcileOnce();
+    });
+  }
+
   /** Stops the loop and waits for running operations; unmounts nothing. */
   async stop(): Promise<void> {
     clearTimeout(this.#timer);
@@ -184,20 +217,23 @@ export class VolumeManager {
     }
   }
 
-  /** The pod sources changed; the next pass re-reads them. */
+  /** The pod sources changed; a pass re-reads them now. */
   podsChanged(): void {
     this.#populator.podsChanged();
+    this.#kick();
   }
 
-  /** An object a remount-requiring volume renders changed (e.g. a configMap): refresh those volumes. */
+  /** An object a remount-requiring volume renders changed (e.g. a configMap): refresh those volumes now. */
   markRemountRequired(predicate: (v: MountedVolume) => boolean): void {
     this.#populator.markRemountRequired(predicate);
+    this.#kick();
   }
 
   /** Something a plugin waits for appeared (a CSI driver registered): retry its volumes now, not after backoff. */
   retryPlugin(pluginName: string): void {
     for (const d of this.dsw.volumesToMount()) if (d.pluginName === pluginName) this.executor.forget(d.key);
     for (const v of this.asw.all()) if (v.pluginName === pluginName) this.executor.forget(v.key);
+    this.#kick();
   }
 
   isAlive(): boolean {
@@ -251,7 +287,11 @@ export class VolumeManager {
 
   /** One reconciler pass; exported for tests that step the loop by hand. */
   async reconcileOnce(): Promise<void> {
-    if (this.#ticking || !this.#reconstructed) return;
+    if (this.#ticking) {
+      this.#again = true;
+      return;
+    }
+    if (!this.#reconstructed) return;
     this.#ticking = true;
     const started = performance.now();
     try {
@@ -271,8 +311,11 @@ export class VolumeManager {
       mountVolumes(this.#ctx);
       this.stats.tick();
       const held = this.#settle.hold() !== undefined;
-      if (ready && !held && this.#o.now() - this.#lastHousekeeping >= this.#o.housekeepingPeriodMs) {
+      const due =
+        this.#housekeepingDue || this.#o.now() - this.#lastHousekeeping >= this.#o.housekeepingPeriodMs;
+      if (ready && !held && due) {
         this.#lastHousekeeping = this.#o.now();
+        this.#housekeepingDue = false;
         await cleanupOrphanedPodDirs(this.#ctx, this.#housekeepingErrors);
         await this.#o
           .housekeeping?.()
@@ -283,6 +326,10 @@ export class VolumeManager {
     } finally {
       this.#o.metrics.reconcile((performance.now() - started) / 1000);
       this.#ticking = false;
+      if (this.#again) {
+        this.#again = false;
+        this.#kick();
+      }
     }
   }
 }

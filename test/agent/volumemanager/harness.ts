@@ -33,7 +33,9 @@ export const pod = (
 export async function harness(
   t: TestContext,
   initialPods: V1Pod[],
-  opts: Partial<Pick<VolumeManagerOptions, 'now' | 'settlePeriodMs'>> & { root?: string } = {},
+  opts: Partial<
+    Pick<VolumeManagerOptions, 'now' | 'settlePeriodMs' | 'loopPeriodMs' | 'housekeepingPeriodMs'>
+  > & { root?: string } = {},
 ) {
   const root = opts.root ?? (await mkdtemp(join(tmpdir(), 'podvol-vm-')));
   if (!opts.root) t.after(() => rm(root, { recursive: true, force: true }));
@@ -53,6 +55,8 @@ export async function harness(
     sourcesReady: () => ready,
     now: opts.now,
     settlePeriodMs: opts.settlePeriodMs,
+    loopPeriodMs: opts.loopPeriodMs,
+    housekeepingPeriodMs: opts.housekeepingPeriodMs,
   });
   await vm.reconstruct();
   const settle = async () => {
