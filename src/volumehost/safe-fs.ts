@@ -264,14 +264,24 @@ async function rootDir(fs: FsOps, root: Root): Promise<{ dir: SafeDir; owned: bo
 
 const reopen = (dir: SafeDir) => SafeDir.openRoot(dir.procPath, dir.path, dir.fs);
 
-/** Walks `parts` from `start`, closing every intermediate directory; `start` is never closed. */
-async function walk(start: SafeDir, parts: string[], opts: BeneathOptions): Promise<SafeDir> {
+/**
+ * Walks `parts` from `start`, closing every intermediate directory; `start` is
+ * never closed. `beforeEach` runs in each directory before its next component
+ * is opened (openMkdirAll creates it there).
+ */
+async function walk(
+  start: SafeDir,
+  parts: string[],
+  opts: BeneathOptions,
+  beforeEach?: (dir: SafeDir, name: string) => Promise<void>,
+): Promise<SafeDir> {
   let cur = start;
   try {
-    for (let i = 0; i < parts.length; i++) {
+    for (const [i, name] of parts.entries()) {
       const last = i === parts.length - 1;
       const allow = opts.crossMounts === true || (opts.crossMounts === 'last' && last);
-      const next = await cur.openChild(parts[i], allow);
+      await beforeEach?.(cur, name);
+      const next = await cur.openChild(name, allow);
       if (cur !== start) await cur.close();
       cur = next;
     }
@@ -323,6 +333,14 @@ async function withDirBeneathIn<T>(
   }
 }
 
+/** `rel` split into its parent (relative to root) and its last component; `refusal` if it names the root. */
+function lastComponent(root: Root, rel: string, refusal: string): { parentRel: string; name: string } {
+  const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
+  const name = parts.pop();
+  if (name === undefined) throw new UnsafePathError('badPath', rel, refusal);
+  return { parentRel: parts.join('/'), name };
+}
+
 /**
  * Opens `rel` below `root` (any file type; the final component is not
  * followed either: a symlink there opens the link itself) as an O_PATH fd,
@@ -334,13 +352,9 @@ async function openPathBeneathIn(
   rel: string,
   opts: BeneathOptions = {},
 ): Promise<FsHandle> {
-  const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
-  if (parts.length === 0) throw new UnsafePathError('badPath', rel, 'names the root itself');
-  const parent = await openDirBeneathIn(fs, root, parts.slice(0, -1).join('/'), {
-    crossMounts: opts.crossMounts === true,
-  });
+  const { parentRel, name } = lastComponent(root, rel, 'names the root itself');
+  const parent = await openDirBeneathIn(fs, root, parentRel, { crossMounts: opts.crossMounts === true });
   try {
-    const name = parts[parts.length - 1];
     const fh = await parent.fs.open(parent.child(name), O_PATH | O_NOFOLLOW);
     try {
       if ((await parent.fs.mountIdOf(fh.fd)) !== parent.mountId && !opts.crossMounts) {
@@ -359,20 +373,9 @@ async function openPathBeneathIn(
 /**
  * mkdir -p of `rel` below `root` with mkdirat semantics: every existing
  * component must be a real directory (a symlink is refused, not followed);
- * missing ones are created with `mode` (minus the umask, as mkdir(2)).
+ * missing ones are created with `mode` (minus the umask, as mkdir(2)). The
+ * final directory is returned open (the caller closes it).
  */
-async function mkdirAllBeneathIn(
-  fs: FsOps,
-  root: Root,
-  rel: string,
-  mode = 0o755,
-  opts: BeneathOptions = {},
-): Promise<void> {
-  const dir = await openMkdirAllIn(fs, root, rel, mode, opts);
-  await dir.close();
-}
-
-/** mkdirAllBeneath, returning the final directory open (the caller closes it). */
 async function openMkdirAllIn(
   fs: FsOps,
   root: Root,
@@ -383,24 +386,15 @@ async function openMkdirAllIn(
   const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
   const { dir: start, owned } = await rootDir(fs, root);
   if (parts.length === 0) return owned ? start : reopen(start);
-  let cur = start;
-  try {
-    for (let i = 0; i < parts.length; i++) {
-      const last = i === parts.length - 1;
-      const allow = opts.crossMounts === true || (opts.crossMounts === 'last' && last);
-      try {
-        await cur.fs.mkdir(cur.child(parts[i]), mode);
-      } catch (err) {
-        if (errno(err) !== 'EEXIST') throw err;
-      }
-      const next = await cur.openChild(parts[i], allow);
-      if (cur !== start) await cur.close();
-      cur = next;
+  const mkdirIfMissing = async (dir: SafeDir, name: string) => {
+    try {
+      await dir.fs.mkdir(dir.child(name), mode);
+    } catch (err) {
+      if (errno(err) !== 'EEXIST') throw err;
     }
-    return cur;
-  } catch (err) {
-    if (cur !== start) await cur.close();
-    throw err;
+  };
+  try {
+    return await walk(start, parts, opts, mkdirIfMissing);
   } finally {
     if (owned) await start.close();
   }
@@ -416,17 +410,16 @@ async function openMkdirAllIn(
  * success; a target that is a symlink or file is just unlinked.
  */
 async function removeAllBeneathIn(fs: FsOps, root: Root, rel: string): Promise<void> {
-  const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
-  if (parts.length === 0) throw new UnsafePathError('badPath', rel, 'refusing to remove the root itself');
+  const { parentRel, name } = lastComponent(root, rel, 'refusing to remove the root itself');
   let parent: SafeDir;
   try {
-    parent = await openDirBeneathIn(fs, root, parts.slice(0, -1).join('/'));
+    parent = await openDirBeneathIn(fs, root, parentRel);
   } catch (err) {
     if (errno(err) === 'ENOENT') return;
     throw err;
   }
   try {
-    await removeEntry(parent, parts[parts.length - 1], 0, undefined);
+    await removeEntry(parent, name, 0, undefined);
   } finally {
     await parent.close();
   }
@@ -550,6 +543,7 @@ export interface SafeFs {
     opts?: BeneathOptions,
   ): Promise<T>;
   openPathBeneath(root: Root, rel: string, opts?: BeneathOptions): Promise<FsHandle>;
+  /** openMkdirAll without the open directory. */
   mkdirAllBeneath(root: Root, rel: string, mode?: number, opts?: BeneathOptions): Promise<void>;
   openMkdirAll(root: Root, rel: string, mode?: number, opts?: BeneathOptions): Promise<SafeDir>;
   removeAllBeneath(root: Root, rel: string): Promise<void>;
@@ -564,7 +558,8 @@ export function createSafeFs(fs: FsOps): SafeFs {
     openDirBeneath: (root, rel, opts) => openDirBeneathIn(fs, root, rel, opts),
     withDirBeneath: (root, rel, fn, opts) => withDirBeneathIn(fs, root, rel, fn, opts),
     openPathBeneath: (root, rel, opts) => openPathBeneathIn(fs, root, rel, opts),
-    mkdirAllBeneath: (root, rel, mode, opts) => mkdirAllBeneathIn(fs, root, rel, mode, opts),
+    mkdirAllBeneath: async (root, rel, mode, opts) =>
+      (await openMkdirAllIn(fs, root, rel, mode, opts)).close(),
     openMkdirAll: (root, rel, mode, opts) => openMkdirAllIn(fs, root, rel, mode, opts),
     removeAllBeneath: (root, rel) => removeAllBeneathIn(fs, root, rel),
     removeContentsBeneath: (root, rel, opts) => removeContentsBeneathIn(fs, root, rel, opts),

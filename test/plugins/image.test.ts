@@ -2,8 +2,7 @@
 // mounting (the runtime mounts the image); podvol reports them mounted,
 // with no host path, and leaves nothing on disk for them.
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -11,12 +10,8 @@ import { pino } from 'pino';
 import { containerMounts } from '../../src/agent/runtime/api.ts';
 import { runtimeStateOf } from '../../src/agent/runtime/state.ts';
 import { TerminationGate } from '../../src/agent/runtime/termination.ts';
-import { VolumeManager } from '../../src/agent/volumemanager/volume-manager.ts';
-import { FakeMounter } from '../../src/mount/fake.ts';
 import { imagePluginName } from '../../src/plugins/image.ts';
-import { probeVolumePlugins } from '../../src/plugins/index.ts';
-import { VolumePluginMgr } from '../../src/plugins/plugin-manager.ts';
-import { createVolumeHost } from '../../src/volumehost/host.ts';
+import { harness } from '../agent/volumemanager/harness.ts';
 
 const pod: V1Pod = {
   metadata: { name: 'artifact', namespace: 'default', uid: 'img-1' },
@@ -39,29 +34,8 @@ const pod: V1Pod = {
 };
 
 test('an image volume is set up without touching the host and torn down the same way', async (t) => {
-  const root = await mkdtemp(join(tmpdir(), 'podvol-image-'));
-  t.after(() => rm(root, { recursive: true, force: true }));
-  const mounter = new FakeMounter();
-  const pluginMgr = new VolumePluginMgr();
-  const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
-  pluginMgr.initPlugins(probeVolumePlugins(), host);
-  let pods = [pod];
-  const vm = new VolumeManager({
-    rootDir: root,
-    host,
-    pluginMgr,
-    mounter,
-    logger: pino({ level: 'silent' }),
-    pods: () => pods,
-    sourcesReady: () => true,
-  });
-  await vm.reconstruct();
-  const settle = async () => {
-    for (let i = 0; i < 5; i++) {
-      await vm.reconcileOnce();
-      await vm.executor.drain();
-    }
-  };
+  const { root, vm, mounter, host, pluginMgr, setPods, setReady, settle } = await harness(t, [pod]);
+  setReady(true);
   await settle();
 
   const model = vm.status()[0].volumes.find((v) => v.name === 'model');
@@ -100,8 +74,7 @@ test('an image volume is set up without touching the host and torn down the same
     },
   ]);
 
-  pods = [];
-  vm.podsChanged();
+  setPods([]);
   await settle();
   assert.deepEqual(vm.status(), []);
 });

@@ -250,29 +250,27 @@ export class VolumeManager {
   }
 
   status(): PodStatus[] {
-    return buildStatus(
-      this.dsw,
-      this.asw,
-      this.executor,
-      this.#housekeepingErrors,
-      this.#o.phaseOf,
-      (key) => this.stats.get(key),
-      this.#statusHooks,
-    );
+    return this.#status();
   }
 
   /** One pod's entry of status(), or undefined when podvol does not know the pod. */
   podStatus(uid: string): PodStatus | undefined {
+    return this.#status(uid)[0];
+  }
+
+  #status(uid?: string): PodStatus[] {
+    const usage = (key: string) => this.stats.get(key);
+    const { dsw, asw, executor } = this;
     return buildStatus(
-      this.dsw,
-      this.asw,
-      this.executor,
+      dsw,
+      asw,
+      executor,
       this.#housekeepingErrors,
       this.#o.phaseOf,
-      (key) => this.stats.get(key),
+      usage,
       this.#statusHooks,
       uid,
-    )[0];
+    );
   }
 
   readonly #statusHooks = {

@@ -1,5 +1,5 @@
 // A volume manager over the fake mounter and a real temp root, for tests that
-// drive the reconciler by hand.
+// drive the reconciler by hand. Events are recorded in `events`.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +11,7 @@ import { FakeMounter } from '../../../src/mount/fake.ts';
 import { probeVolumePlugins } from '../../../src/plugins/index.ts';
 import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
+import type { EventRecorder } from '../../../src/volumehost/types.ts';
 
 export const pod = (
   uid: string,
@@ -34,14 +35,24 @@ export async function harness(
   t: TestContext,
   initialPods: V1Pod[],
   opts: Partial<
-    Pick<VolumeManagerOptions, 'now' | 'settlePeriodMs' | 'loopPeriodMs' | 'housekeepingPeriodMs'>
+    Pick<
+      VolumeManagerOptions,
+      'now' | 'settlePeriodMs' | 'loopPeriodMs' | 'housekeepingPeriodMs' | 'volumeStatsPeriodMs'
+    >
   > & { root?: string } = {},
 ) {
   const root = opts.root ?? (await mkdtemp(join(tmpdir(), 'podvol-vm-')));
   if (!opts.root) t.after(() => rm(root, { recursive: true, force: true }));
   const mounter = new FakeMounter();
   const pluginMgr = new VolumePluginMgr();
-  const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
+  const events: Parameters<EventRecorder['eventf']>[] = [];
+  const host = createVolumeHost({
+    rootDir: root,
+    nodeName: 'n',
+    mounter,
+    pluginMgr,
+    cluster: { eventRecorder: { eventf: (...e) => events.push(e) } },
+  });
   pluginMgr.initPlugins(probeVolumePlugins(), host);
   let pods = initialPods;
   let ready = false;
@@ -57,18 +68,23 @@ export async function harness(
     settlePeriodMs: opts.settlePeriodMs,
     loopPeriodMs: opts.loopPeriodMs,
     housekeepingPeriodMs: opts.housekeepingPeriodMs,
+    volumeStatsPeriodMs: opts.volumeStatsPeriodMs,
   });
   await vm.reconstruct();
   const settle = async () => {
     for (let i = 0; i < 5; i++) {
       await vm.reconcileOnce();
       await vm.executor.drain();
+      await vm.stats.settle();
     }
   };
   return {
     root,
     vm,
     mounter,
+    host,
+    pluginMgr,
+    events,
     setPods(p: V1Pod[]) {
       pods = p;
       vm.podsChanged();
