@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { copyFile, lstat, mkdir, readdir, readFile, readlink, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { failingVolumes, type PlannedState, planSource } from '../../../src/agent/ops/plan.ts';
 import { createStaticPodSource } from '../../../src/agent/pods/static-source.ts';
 import { silentLogger } from '../../../src/logger.ts';
@@ -136,14 +137,29 @@ mountTest(
     assert.deepEqual(failed, planned);
 
     const dirs = [root, hostRoot];
-    assert.deepEqual(await realEntries(root, dirs), plan.setUp.entries.map(line));
-    const mounts = (await mountsBelow(root)).map((m) =>
-      mountLine(m.mountPoint, m.fsType, m.superOptions.split(',')),
-    );
-    assert.deepEqual(
-      mounts.sort(),
-      plan.setUp.mounts.map((m) => mountLine(m.path, m.fsType, m.options)).sort(),
-    );
+    // A failed volume is retried with backoff, and a retry briefly makes (and rolls back) its wrapper:
+    // the tree is compared once it is at rest, and any lasting difference is shown.
+    const atRest = async <T>(what: string, read: () => Promise<T>, want: T): Promise<T> => {
+      let last = await read();
+      await waitFor(
+        what,
+        async () => {
+          last = await read();
+          return isDeepStrictEqual(last, want) || undefined;
+        },
+        30_000,
+      ).catch(() => {});
+      return last;
+    };
+    const realMounts = async () =>
+      (await mountsBelow(root))
+        .map((m) => mountLine(m.mountPoint, m.fsType, m.superOptions.split(',')))
+        .sort();
+    const plannedMounts = plan.setUp.mounts.map((m) => mountLine(m.path, m.fsType, m.options)).sort();
+    const setUp = plan.setUp.entries.map(line);
+    assert.deepEqual(await atRest('the planned tree', () => realEntries(root, dirs), setUp), setUp);
+    const mounts = await atRest('the planned mounts', realMounts, plannedMounts);
+    assert.deepEqual(mounts, plannedMounts);
     for (const want of ['hugetlbfs pagesize=2M', 'tmpfs size=1048576'])
       assert.ok(
         mounts.some((m) => m.includes(want)),
@@ -152,9 +168,12 @@ mountTest(
 
     // Tear-down: the pods go away; what is left is what the plan left.
     for (const f of await readdir(manifests)) await rm(join(manifests, f));
+    // Orphan clean-up removes a pod's directory, then its records: wait for both.
+    const empty = async (dir: string) => (await readdir(dir)).length === 0;
     await waitFor(
-      'every pod directory to be removed',
-      async () => (await readdir(join(root, 'pods'))).length === 0 || undefined,
+      'every pod directory and record to be removed',
+      async () =>
+        ((await empty(join(root, 'pods'))) && (await empty(join(root, 'podvol', 'pods')))) || undefined,
       120_000,
     );
     assert.deepEqual(await mountsBelow(root), []);
