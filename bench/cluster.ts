@@ -1,6 +1,7 @@
 // Cluster mode for the benches: the project's test API server (in this
 // process, spoken to by podvol through the real @kubernetes/client-node) with
 // a node, a service account and the objects the pods reference.
+import { addNode } from '../test/apiserver/node.ts';
 import { startTestApiServer, type TestApiServer } from '../test/apiserver/server.ts';
 import { type Podvol, waitLines } from './lib.ts';
 
@@ -9,15 +10,7 @@ const b64 = (s: string) => Buffer.from(s).toString('base64');
 
 export async function startCluster(dir: string): Promise<{ api: TestApiServer; kubeconfig: string }> {
   const api = await startTestApiServer();
-  const s = api.store;
-  s.create('nodes', {
-    metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } },
-    status: {
-      allocatable: { cpu: '2', memory: '16Gi' },
-      addresses: [{ type: 'InternalIP', address: '10.0.0.7' }],
-    },
-  });
-  s.create('serviceaccounts', { metadata: { name: 'default', namespace: 'default' } });
+  addNode(api.store, NODE, { cpu: '2', memory: '16Gi' });
   return { api, kubeconfig: await api.kubeconfigPath(dir) };
 }
 

@@ -5,6 +5,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { callRuntime } from '../../src/agent/runtime/client.ts';
+import { addNode } from '../apiserver/node.ts';
 import { startTestApiServer } from '../apiserver/server.ts';
 import {
   mountsBelow,
@@ -61,14 +62,7 @@ async function cluster(t: TestContext) {
   const base = await tempDir(t);
   const kubeconfig = await api.kubeconfigPath(base);
   const s = api.store;
-  s.create('nodes', {
-    metadata: { name: 'testnode', labels: { 'kubernetes.io/hostname': 'testnode' } },
-    status: {
-      allocatable: { cpu: '2', memory: '4Gi' },
-      addresses: [{ type: 'InternalIP', address: '10.0.0.7' }],
-    },
-  });
-  s.create('serviceaccounts', { metadata: { name: 'default', namespace: 'default' } });
+  addNode(s, 'testnode');
   s.create('configmaps', {
     metadata: { name: 'app-config', namespace: 'default' },
     data: { 'app.conf': 'v1' },

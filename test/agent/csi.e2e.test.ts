@@ -7,6 +7,7 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { sha256Hex } from '../../src/plugins/csi/vol-data.ts';
+import { addNode } from '../apiserver/node.ts';
 import { startTestApiServer } from '../apiserver/server.ts';
 import {
   backingDir,
@@ -34,14 +35,7 @@ async function csiCluster(t: TestContext, o: Options = {}) {
   const base = await tempDir(t, 'pv-csi-');
   const kubeconfig = await api.kubeconfigPath(base);
   const s = api.store;
-  s.create('nodes', {
-    metadata: { name: 'testnode', labels: { 'kubernetes.io/hostname': 'testnode' } },
-    status: {
-      allocatable: { cpu: '2', memory: '4Gi' },
-      addresses: [{ type: 'InternalIP', address: '10.0.0.7' }],
-    },
-  });
-  s.create('serviceaccounts', { metadata: { name: 'default', namespace: 'default' } });
+  addNode(s, 'testnode');
   if (o.csiDriver !== null) {
     s.create('csidrivers', {
       metadata: { name: DRIVER },
