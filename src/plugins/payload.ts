@@ -5,6 +5,7 @@ import type { VolumeReason } from '../reasons.ts';
 import { ApiError } from '../volumehost/errors.ts';
 import { VolumeError } from './types.ts';
 import type { FileProjection } from './util/atomic-writer.ts';
+import { ownValue } from './util/own.ts';
 
 /** True for the host's NotFound (the object does not exist). */
 export function isNotFound(err: unknown): boolean {
@@ -71,12 +72,12 @@ export function configMapPayload(
   const binary = cm.binaryData ?? {};
   return build(
     items,
-    (k) =>
-      Object.hasOwn(data, k)
-        ? Buffer.from(data[k], 'utf8')
-        : Object.hasOwn(binary, k)
-          ? fromBase64(binary[k])
-          : undefined,
+    (k) => {
+      const text = ownValue(data, k);
+      if (text !== undefined) return Buffer.from(text, 'utf8');
+      const bytes = ownValue(binary, k);
+      return bytes === undefined ? undefined : fromBase64(bytes);
+    },
     () => [
       ...Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'utf8')] as [string, Uint8Array]),
       ...Object.entries(binary).map(([k, v]) => [k, fromBase64(v)] as [string, Uint8Array]),
@@ -96,7 +97,10 @@ export function secretPayload(
   const data = secret.data ?? {};
   return build(
     items,
-    (k) => (Object.hasOwn(data, k) ? fromBase64(data[k]) : undefined),
+    (k) => {
+      const value = ownValue(data, k);
+      return value === undefined ? undefined : fromBase64(value);
+    },
     () => Object.entries(data).map(([k, v]) => [k, fromBase64(v)] as [string, Uint8Array]),
     defaultMode,
     optional,

@@ -32,14 +32,15 @@ export class VolumePluginMgr {
 
   findPluginBySpec(spec: Spec): VolumePlugin {
     const matches = [...this.#plugins.values()].filter((p) => p.canSupport(spec));
-    if (matches.length === 0) throw new VolumeError('UnknownVolumeSource', 'no volume plugin matched');
+    const [match] = matches;
+    if (match === undefined) throw new VolumeError('UnknownVolumeSource', 'no volume plugin matched');
     if (matches.length > 1) {
       throw new VolumeError(
         'UnknownVolumeSource',
         `multiple volume plugins matched: ${matches.map((p) => p.name).join(',')}`,
       );
     }
-    return matches[0];
+    return match;
   }
 
   findPluginByName(name: string): VolumePlugin {

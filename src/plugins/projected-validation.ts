@@ -49,7 +49,8 @@ export function validateProjectedSource(src: Obj, field: string, add: Add): void
       );
       return;
     }
-    if (set.length !== 1) {
+    const [kind] = set;
+    if (kind === undefined || set.length !== 1) {
       add(
         'UnknownVolumeSource',
         set.length === 0
@@ -58,7 +59,6 @@ export function validateProjectedSource(src: Obj, field: string, add: Add): void
       );
       return;
     }
-    const kind = set[0];
     const p = s[kind];
     const pf = `${f}.${kind}`;
     if (!isObj(p)) {

@@ -231,7 +231,8 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
         );
         return;
       }
-      if (known.length === 0) {
+      const [kind] = known;
+      if (kind === undefined) {
         add('UnknownVolumeSource', `${field}: Required value: must specify a volume type`);
         return;
       }
@@ -244,7 +245,7 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
       }
       // kubelet has disabled the in-tree gitRepo driver by default since 1.33
       // (GitRepoVolumeDriver gate; CVE-2024-10220, CVE-2025-1767).
-      if (known[0] === 'gitRepo') {
+      if (kind === 'gitRepo') {
         add(
           'UnknownVolumeSource',
           `${field}.gitRepo: Unsupported value: the gitRepo volume type is disabled; clone into an emptyDir from an init container instead`,
@@ -252,7 +253,7 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
         );
         return;
       }
-      checkSource(known[0], v[known[0]], `${field}.${known[0]}`, add);
+      checkSource(kind, v[kind], `${field}.${kind}`, add);
     });
   }
 

@@ -79,8 +79,7 @@ async function walkDeep(
   const subdirs: string[] = [];
   let next = 0;
   const worker = async () => {
-    while (next < names.length) {
-      const name = names[next++];
+    for (let name = names[next++]; name !== undefined; name = names[next++]) {
       const st = await dir.fs.lstat(dir.child(name)).catch(() => undefined);
       if (st?.isDirectory()) subdirs.push(name);
       else await visit(dir, name);

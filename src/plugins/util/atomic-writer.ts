@@ -52,7 +52,8 @@ export function validatePayloadPath(p: string): void {
       );
     }
   }
-  if (items[0].startsWith('..') && items[0].length > 2) {
+  const first = items[0] ?? '';
+  if (first.startsWith('..') && first.length > 2) {
     throw new Error(`invalid path: must not start with '..': ${p}`);
   }
 }
@@ -220,7 +221,7 @@ async function createUserVisibleFiles(
   payload: Map<string, CleanFile>,
 ): Promise<void> {
   for (const p of payload.keys()) {
-    const linkName = p.split('/')[0];
+    const [linkName = p] = p.split('/');
     try {
       await fs.readlink(join(targetDir, linkName));
     } catch (err) {

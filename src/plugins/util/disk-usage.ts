@@ -42,8 +42,7 @@ export async function diskUsage(root: string): Promise<UsageInfo> {
       const subdirs: string[] = [];
       let next = 0;
       const worker = async () => {
-        while (next < names.length) {
-          const name = names[next++];
+        for (let name = names[next++]; name !== undefined; name = names[next++]) {
           let st: BigIntStats;
           try {
             st = await lstat(dir.child(name), { bigint: true });

@@ -15,6 +15,7 @@ import type {
 } from '@kubernetes/client-node';
 import { cleanPath, type FileProjection } from './atomic-writer.ts';
 import { validateQualifiedName } from './names.ts';
+import { ownValue } from './own.ts';
 import {
   isZeroQuantity,
   parseQuantity,
@@ -63,9 +64,9 @@ function compareBytes(a: string, b: string): number {
 /** kubelet's FormatMap: `key="value"` lines sorted by key, %q-quoted values, no trailing newline. */
 export function formatMap(m: Record<string, string> | undefined): string {
   if (!m) return '';
-  return Object.keys(m)
-    .sort(compareBytes)
-    .map((k) => `${k}=${goQuote(m[k])}`)
+  return Object.entries(m)
+    .sort(([a], [b]) => compareBytes(a, b))
+    .map(([k, v]) => `${k}=${goQuote(v)}`)
     .join('\n');
 }
 
@@ -89,14 +90,12 @@ export function extractFieldPathAsString(pod: V1Pod, fieldPath: string): string 
         // Annotation keys are validated case-insensitively, label keys are not.
         const errs = validateQualifiedName(subscript.toLowerCase());
         if (errs.length) throw new Error(`invalid key subscript in ${fieldPath}: ${errs.join(';')}`);
-        return meta.annotations && Object.hasOwn(meta.annotations, subscript)
-          ? meta.annotations[subscript]
-          : '';
+        return ownValue(meta.annotations, subscript) ?? '';
       }
       case 'metadata.labels': {
         const errs = validateQualifiedName(subscript);
         if (errs.length) throw new Error(`invalid key subscript in ${fieldPath}: ${errs.join(';')}`);
-        return meta.labels && Object.hasOwn(meta.labels, subscript) ? meta.labels[subscript] : '';
+        return ownValue(meta.labels, subscript) ?? '';
       }
       default:
         throw new Error(`fieldPath ${goQuote(fieldPath)} does not support subscript`);

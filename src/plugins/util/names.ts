@@ -73,8 +73,8 @@ export function validateQualifiedName(value: string): string[] {
   if (parts.length === 1) {
     name = value;
   } else if (parts.length === 2) {
-    const prefix = parts[0];
-    name = parts[1];
+    const [prefix = '', last = ''] = parts;
+    name = last;
     if (prefix.length === 0) errs.push('prefix part must be non-empty');
     else errs.push(...validateDNS1123Subdomain(prefix).map((m) => `prefix part ${m}`));
   } else {

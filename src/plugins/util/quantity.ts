@@ -2,6 +2,7 @@
 // A quantity is held as an exact count of nano-units, the finest precision the
 // Go type keeps, so CPU millicores and memory bytes are both exact.
 import { VolumeError } from '../types.ts';
+import { ownValue } from './own.ts';
 
 export type QuantityFormat = 'DecimalSI' | 'BinarySI' | 'DecimalExponent';
 
@@ -86,9 +87,9 @@ function scan(str: string): Scanned | undefined {
     pos = i;
   }
   const suffixStart = pos;
-  while (pos < end && SUFFIX_CHARS.includes(str[pos])) pos++;
+  while (pos < end && SUFFIX_CHARS.includes(str.charAt(pos))) pos++;
   if (pos < end && (str[pos] === '-' || str[pos] === '+')) pos++;
-  while (pos < end && isDigit(str[pos])) pos++;
+  while (pos < end && isDigit(str.charAt(pos))) pos++;
   // Anything left over is neither suffix letters, a sign nor exponent digits.
   if (pos < end) return undefined;
   return { positive, num, denom, suffix: str.slice(suffixStart) };
@@ -97,12 +98,10 @@ function scan(str: string): Scanned | undefined {
 function interpretSuffix(
   suffix: string,
 ): { base: 10 | 2; exponent: number; format: QuantityFormat } | undefined {
-  if (Object.hasOwn(DECIMAL_SUFFIXES, suffix)) {
-    return { base: 10, exponent: DECIMAL_SUFFIXES[suffix], format: 'DecimalSI' };
-  }
-  if (Object.hasOwn(BINARY_SUFFIXES, suffix)) {
-    return { base: 2, exponent: BINARY_SUFFIXES[suffix], format: 'BinarySI' };
-  }
+  const decimal = ownValue(DECIMAL_SUFFIXES, suffix);
+  if (decimal !== undefined) return { base: 10, exponent: decimal, format: 'DecimalSI' };
+  const binary = ownValue(BINARY_SUFFIXES, suffix);
+  if (binary !== undefined) return { base: 2, exponent: binary, format: 'BinarySI' };
   if (
     suffix.length > 1 &&
     (suffix[0] === 'e' || suffix[0] === 'E') &&
