@@ -93,11 +93,13 @@ export type VolumeReason = keyof typeof volumeReasons;
 /**
  * Reasons that retrying cannot cure: the pod asks for something this node
  * will never do (a spec the API server or podvol refuses, a medium or source
- * podvol does not have, an API object in standalone mode). Only a new pod spec
- * (or a podvol started differently) changes them, so a runtime waiting for the
- * pod's volumes is told at once (`podvol wait`, `?wait=`) instead of waiting
- * out its timeout. Every other reason may clear by itself: an object created,
- * a driver registered, a claim bound, a path made, a transient error.
+ * podvol does not have, an attach step without an API server). Only a new pod
+ * spec (or a podvol started differently) changes them, so a runtime waiting
+ * for the pod's volumes is told at once (`podvol wait`, `?wait=`) instead of
+ * waiting out its timeout. Every other reason may clear by itself: an object
+ * created, a driver registered, a claim bound, a path made, a transient error.
+ * StandaloneMode is not here: in cluster mode it also stands for an API the
+ * server does not serve yet (ClusterTrustBundle), which podvol looks for again.
  */
 export const permanentVolumeReasons: ReadonlySet<VolumeReason> = new Set<VolumeReason>([
   'InvalidVolumeName',
@@ -113,7 +115,6 @@ export const permanentVolumeReasons: ReadonlySet<VolumeReason> = new Set<VolumeR
   'HugePagesNotRequested',
   'HugePagesMultipleSizes',
   'InvalidHugePagesMedium',
-  'StandaloneMode',
   'BlockVolumeNotSupported',
   'VolumeModeMismatch',
   'InvalidDriverName',

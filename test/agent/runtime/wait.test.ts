@@ -180,6 +180,8 @@ test('permanent reasons are catalogue reasons; claims, objects, drivers and path
     'CSICallFailed',
     'MountFailed',
     'Forbidden',
+    // In cluster mode also an API the server does not serve yet.
+    'StandaloneMode',
   ])
     assert.equal(isPermanentVolumeReason(r), false, r);
   assert.equal(isPermanentVolumeReason('InvalidPath'), true);
