@@ -54,6 +54,24 @@ async function settled(p: Podvol): Promise<number> {
   return p.memory().rss;
 }
 
+/**
+ * V8's used heap (MiB) from podvol's own /metrics: live JavaScript objects. An
+ * RSS that stays high while this comes back down is memory the allocator did
+ * not return, not objects podvol keeps.
+ */
+async function heapUsed(p: Podvol): Promise<{ used: number; total: number; external: number }> {
+  const text = await (await fetch(`${p.url}/metrics`)).text();
+  const mib = (name: string) => {
+    const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+    return m ? Number(m[1]) / 2 ** 20 : Number.NaN;
+  };
+  return {
+    used: mib('nodejs_heap_size_used_bytes'),
+    total: mib('nodejs_heap_size_total_bytes'),
+    external: mib('nodejs_external_memory_bytes'),
+  };
+}
+
 const tmp = tempRoot('p4');
 const { api, kubeconfig } = await startCluster(tmp.dir);
 try {
@@ -82,9 +100,12 @@ try {
   let loaded: number;
   let after: number;
   let peak: number;
+  const none = { used: 0, total: 0, external: 0 };
+  const heap = { idle: none, loaded: none, after: none };
   try {
     await p.until200('/readyz', 20);
     idleCluster = await settled(p);
+    heap.idle = await heapUsed(p);
     const ready = waitLines(p, 'MountVolume.SetUp succeeded', PODS * 4, 1_800_000, (l) => !l.remount);
     for (let i = 0; i < PODS; i++) {
       api.store.create(
@@ -105,6 +126,7 @@ try {
     }
     await ready;
     loaded = await settled(p);
+    heap.loaded = await heapUsed(p);
     await deleteAllPods(api, p, PODS * 4);
     await until(
       'pod directories removed',
@@ -113,6 +135,7 @@ try {
       1_800_000,
     );
     after = await settled(p);
+    heap.after = await heapUsed(p);
     peak = p.memory().hwm;
   } finally {
     await p.stop();
@@ -128,6 +151,17 @@ try {
   });
   figure('podvol after tearing them all down', after, 'MiB', { name: 'idle cluster', value: idleCluster });
   figure('podvol peak (VmHWM)', peak, 'MiB');
+  for (const [when, h] of [
+    ['idle, cluster mode', heap.idle],
+    [`with ${PODS} pods`, heap.loaded],
+    ['after teardown', heap.after],
+  ] as const) {
+    figure(`V8 heap used / committed / external: ${when}`, h.used, 'MiB');
+    console.log(
+      `${''.padEnd(52)}${h.total.toFixed(1).padStart(8)} MiB committed, ${h.external.toFixed(1)} MiB external`,
+    );
+  }
+  figure('V8 heap used after teardown', heap.after.used, 'MiB', { name: 'idle heap', value: heap.idle.used });
   goal('P4 idle standalone', idleStandalone, 80, ' MiB');
   goal(`P4 ${PODS} pods (cluster)`, loaded, 150, ' MiB');
   goal('P4 after teardown ÷ idle (cluster)', after / idleCluster, 1.2, 'x');
