@@ -216,11 +216,10 @@ export class FakeMounter implements Interface {
 
   #removeTop(target: string): boolean {
     const path = resolve(target);
-    for (let i = this.#mounts.length - 1; i >= 0; i--) {
-      if (mountPointMatches(this.#mounts[i], path)) {
-        this.#mounts.splice(i, 1);
-        return true;
-      }
+    const i = this.#mounts.findLastIndex((m) => mountPointMatches(m, path));
+    if (i >= 0) {
+      this.#mounts.splice(i, 1);
+      return true;
     }
     return false;
   }

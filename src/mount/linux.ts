@@ -212,7 +212,7 @@ export class LinuxMounter implements Interface {
   }
 
   async #umount(args: string[], timeoutMs: number): Promise<RunResult> {
-    const target = args[args.length - 1];
+    const target = args.at(-1) ?? '';
     const problems = checkUnmountTarget(target);
     if (problems.length > 0) throw new MountOptionError('', problems);
     this.#log.info({ command: 'umount', args }, 'Unmounting');

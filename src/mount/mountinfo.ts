@@ -52,7 +52,7 @@ function recodeBytes(s: string): string {
   let last = 0;
   for (let m = re.exec(s); m !== null; m = re.exec(s)) {
     for (const b of Buffer.from(s.slice(last, m.index), 'utf8')) bytes.push(b);
-    bytes.push(Number.parseInt(m[1], 8) & 0xff);
+    bytes.push(Number.parseInt(m[1] ?? '', 8) & 0xff);
     last = m.index + m[0].length;
   }
   for (const b of Buffer.from(s.slice(last), 'utf8')) bytes.push(b);
@@ -139,7 +139,7 @@ function parseLine(text: string, start: number, end: number, lineNo: number): Mo
   const superOptions = splitOptions(superField);
   // Filesystems print option values with seq_show_option, which escapes ',' too.
   if (superField.indexOf('\\') !== -1) {
-    for (let i = 0; i < superOptions.length; i++) superOptions[i] = unescapeOctal(superOptions[i]);
+    for (const [i, o] of superOptions.entries()) superOptions[i] = unescapeOctal(o);
   }
   const info: MountInfo = {
     id,
@@ -226,10 +226,7 @@ function isWithin(path: string, base: string): boolean {
  * covers earlier ones on the same or a parent path.
  */
 export function mountContaining(infos: readonly MountInfo[], path: string): MountInfo | undefined {
-  for (let i = infos.length - 1; i >= 0; i--) {
-    if (isWithin(path, infos[i].mountPoint)) return infos[i];
-  }
-  return undefined;
+  return infos.findLast((m) => isWithin(path, m.mountPoint));
 }
 
 /**

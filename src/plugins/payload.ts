@@ -1,11 +1,11 @@
 // kubelet's configmap.MakePayload and secret.MakePayload, and the rules
 // about optional objects, shared by the configMap, secret and projected plugins.
 import type { V1ConfigMap, V1KeyToPath, V1Secret } from '@kubernetes/client-node';
+import { ownValue } from '../own.ts';
 import type { VolumeReason } from '../reasons.ts';
 import { ApiError } from '../volumehost/errors.ts';
 import { VolumeError } from './types.ts';
 import type { FileProjection } from './util/atomic-writer.ts';
-import { ownValue } from './util/own.ts';
 
 /** True for the host's NotFound (the object does not exist). */
 export function isNotFound(err: unknown): boolean {

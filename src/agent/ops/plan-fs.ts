@@ -214,8 +214,7 @@ export function createPlanFs(o: PlanFsOptions): PlanFs {
       followLast: boolean,
     ): { parent: Node; name: string; node: Node | undefined } => {
       let cur = from;
-      for (let i = 0; i < parts.length; i++) {
-        const part = parts[i];
+      for (const [i, part] of parts.entries()) {
         const last = i === parts.length - 1;
         if (part === '..') {
           cur = cur.parent ?? cur;

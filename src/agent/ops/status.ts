@@ -70,7 +70,7 @@ export async function fetchStatus(server: string, timeoutMs = STATUS_TIMEOUT_MS)
     return { ok: false, message: `cannot reach podvol at ${server}: ${unreachableReason(err)}` };
   }
   if (res.status !== 200) {
-    const first = body.trim().split('\n')[0].slice(0, 200);
+    const first = (body.trim().split('\n')[0] ?? '').slice(0, 200);
     return {
       ok: false,
       message: `podvol at ${server} answered ${res.status} ${res.statusText} for /status${first ? `: ${first}` : ''}`,

@@ -17,11 +17,13 @@ export function formatTable(headers: readonly string[], rows: readonly (readonly
     headers.map((h) => h.toUpperCase()),
     ...rows.map((r) => headers.map((_, i) => escapeControl(r[i] || NONE))),
   ];
-  const widths = headers.map((_, i) => Math.max(...cells.map((r) => width(r[i]))));
+  const widths = headers.map((_, i) => Math.max(...cells.map((r) => width(r[i] ?? ''))));
   return cells
     .map((r) =>
       r
-        .map((c, i) => (i === r.length - 1 ? c : c + ' '.repeat(Math.max(widths[i] + 3, 6) - width(c))))
+        .map((c, i) =>
+          i === r.length - 1 ? c : c + ' '.repeat(Math.max((widths[i] ?? 0) + 3, 6) - width(c)),
+        )
         .join(''),
     )
     .map((line) => `${line}\n`)

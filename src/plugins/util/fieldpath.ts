@@ -13,9 +13,9 @@ import type {
   V1Pod,
   V1ResourceFieldSelector,
 } from '@kubernetes/client-node';
+import { ownValue } from '../../own.ts';
 import { cleanPath, type FileProjection } from './atomic-writer.ts';
 import { validateQualifiedName } from './names.ts';
-import { ownValue } from './own.ts';
 import {
   isZeroQuantity,
   parseQuantity,

@@ -1,8 +1,9 @@
 // Kubernetes resource.Quantity (k8s.io/apimachinery pkg/api/resource/quantity.go).
 // A quantity is held as an exact count of nano-units, the finest precision the
 // Go type keeps, so CPU millicores and memory bytes are both exact.
+
+import { ownValue } from '../../own.ts';
 import { VolumeError } from '../types.ts';
-import { ownValue } from './own.ts';
 
 export type QuantityFormat = 'DecimalSI' | 'BinarySI' | 'DecimalExponent';
 

@@ -40,9 +40,10 @@ export function nodeHostIPs(node: V1Node): string[] {
     ...addrs.filter((a) => a.type === 'InternalIP' && valid(a)),
     ...addrs.filter((a) => a.type === 'ExternalIP' && valid(a)),
   ].map((a) => a.address);
-  if (all.length === 0) throw new Error(`host IP unknown; known addresses: ${formatAddresses(addrs)}`);
-  const ips = [all[0]];
-  const other = all.find((ip) => isIPv6(ip) !== isIPv6(all[0]));
+  const [first] = all;
+  if (first === undefined) throw new Error(`host IP unknown; known addresses: ${formatAddresses(addrs)}`);
+  const ips = [first];
+  const other = all.find((ip) => isIPv6(ip) !== isIPv6(first));
   if (other) ips.push(other);
   return ips;
 }

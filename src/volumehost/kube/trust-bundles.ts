@@ -17,6 +17,7 @@ import {
   type V1ObjectMeta,
 } from '@kubernetes/client-node';
 import type { Logger } from '../../logger.ts';
+import { ownValue } from '../../own.ts';
 import { ApiError } from '../errors.ts';
 import { kubeErrorCode, toApiError } from './api-errors.ts';
 import { Reflector } from './reflector.ts';
@@ -131,14 +132,15 @@ export function labelsMatch(reqs: ParsedLabelSelector, labels: Record<string, st
   if (reqs === null) return false;
   const l = labels ?? {};
   return reqs.every((r) => {
-    const has = Object.hasOwn(l, r.key);
+    const value = ownValue(l, r.key);
+    const has = value !== undefined;
     switch (r.op) {
       case '=':
-        return has && l[r.key] === r.values[0];
+        return has && value === r.values[0];
       case 'in':
-        return has && r.values.includes(l[r.key]);
+        return has && r.values.includes(value);
       case 'notin':
-        return !has || !r.values.includes(l[r.key]);
+        return !has || !r.values.includes(value);
       case 'exists':
         return has;
       case '!':
@@ -157,7 +159,7 @@ const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 export function pemBlocks(text: string): Buffer[] {
   const out: Buffer[] = [];
   for (const m of text.matchAll(PEM_BLOCK)) {
-    let lines = m[2].split(/\r?\n/);
+    let lines = (m[2] ?? '').split(/\r?\n/);
     // RFC 1421 headers ("Proc-Type: ...") end at the first blank line; they are not payload.
     if (lines[0]?.includes(':')) {
       const blank = lines.findIndex((line) => line.trim() === '');
