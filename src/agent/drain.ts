@@ -99,14 +99,15 @@ async function removeMarkBeneath(root: string): Promise<void> {
 
 async function removeEmptyDirBeneath(root: string, rel: string): Promise<void> {
   const parts = rel.split('/');
+  const name = parts.pop() ?? '';
   let dir: Awaited<ReturnType<typeof openDirBeneath>>;
   try {
-    dir = await openDirBeneath(root, parts.slice(0, -1).join('/'));
+    dir = await openDirBeneath(root, parts.join('/'));
   } catch {
     return;
   }
   try {
-    await rmdir(dir.child(parts[parts.length - 1]));
+    await rmdir(dir.child(name));
   } catch {
     // Not empty, a mount point, not a directory, or gone: it stays (or is already gone).
   } finally {

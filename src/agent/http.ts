@@ -38,7 +38,7 @@ export function createHttpServer(
   limits = httpLimits,
 ): Server {
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
-    const path = (req.url ?? '/').split('?')[0];
+    const [path = '/'] = (req.url ?? '/').split('?');
     const send = (code: number, body: string, type = 'text/plain; charset=utf-8', headers = {}) => {
       res.writeHead(code, { 'content-type': type, 'cache-control': 'no-store', ...headers });
       res.end(body);

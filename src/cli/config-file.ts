@@ -35,7 +35,7 @@ export function applyConfigFile(cmd: Command, strict: boolean): void {
   try {
     doc = parse(readFileSync(file, 'utf8'));
   } catch (err) {
-    fail((err as Error).message.split('\n')[0]);
+    fail((err as Error).message.split('\n')[0] ?? '');
   }
   if (doc === null || doc === undefined) return;
   if (typeof doc !== 'object' || Array.isArray(doc)) fail('must be a mapping of flag names to values');

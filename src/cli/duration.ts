@@ -37,7 +37,11 @@ export function parseDuration(text: string): number {
           : `invalid duration "${text}" (for example 90s, 1m0s or 1h30m)`,
       );
     }
-    ms += Number(m[1]) * unitMs[m[2]];
+    const [, amount = '', unit = ''] = m;
+    // The pattern names only units of the table.
+    const perUnit = unitMs[unit];
+    if (perUnit === undefined) throw new Error(`invalid duration "${text}"`);
+    ms += Number(amount) * perUnit;
     i = element.lastIndex;
   }
   return sign * ms;

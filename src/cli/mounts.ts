@@ -53,10 +53,11 @@ export function formatMountsTable(mounts: Mount[], imageVolumes: ImageVolume[] =
   ];
   // Destinations, subPaths and references come from the pod: escape terminal controls.
   const cells = rows.map((r) => r.map(escapeControl));
-  const widths = cells[0].map((_, i) => Math.max(...cells.map((r) => r[i].length)));
+  const widths = (cells[0] ?? []).map((_, i) => Math.max(...cells.map((r) => r[i]?.length ?? 0)));
   return (
-    cells.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]))).join('   ')).join('\n') +
-    '\n'
+    cells
+      .map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('   '))
+      .join('\n') + '\n'
   );
 }
 

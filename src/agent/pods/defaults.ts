@@ -45,7 +45,7 @@ function defaultFieldRef(item: Obj): void {
 // image:latest or no tag → Always, anything else → IfNotPresent (parsers.ParseImageName).
 function defaultPullPolicy(image: unknown): string {
   if (typeof image !== 'string') return 'IfNotPresent';
-  const withoutDigest = image.split('@')[0];
+  const [withoutDigest = ''] = image.split('@');
   const lastSlash = withoutDigest.lastIndexOf('/');
   const colon = withoutDigest.indexOf(':', lastSlash + 1);
   const tag = colon === -1 ? (image.includes('@') ? '' : 'latest') : withoutDigest.slice(colon + 1);

@@ -99,8 +99,9 @@ export async function cleanupOrphanedPodDirs(
       let adopted = 0;
       for (const mp of mounts) {
         const rest = mp.startsWith(volumesDir) ? mp.slice(volumesDir.length).split('/') : [];
-        if (rest.length !== 2) continue;
-        await reconstructVolume(ctx, uid, unescapeQualifiedName(rest[0]), rest[1]);
+        const [plugin, volume] = rest;
+        if (rest.length !== 2 || plugin === undefined || volume === undefined) continue;
+        await reconstructVolume(ctx, uid, unescapeQualifiedName(plugin), volume);
         adopted++;
       }
       if (adopted < mounts.length) {

@@ -91,7 +91,7 @@ export class EmptyDirStats {
         const prev = this.#usage.get(v.key);
         if (!prev?.unresponsive)
           logger.warn(
-            { podUID: v.podUID, volume: v.volumeName, err: hung[0].message },
+            { podUID: v.podUID, volume: v.volumeName, err: hung[0]?.message },
             'volume usage not measured',
           );
         this.#usage.set(v.key, {
