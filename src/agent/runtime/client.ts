@@ -82,7 +82,8 @@ export async function resolvePod(
     terminating?: unknown;
   }[];
   const match = pods.filter((p) => p.namespace === namespace && p.name === name);
-  if (match.length === 0) throw new PodNotKnownError(`pod ${namespace}/${name} is not known to podvol`);
   // An edited static pod and its terminating predecessor share a name: the one not terminating wins.
-  return (match.find((p) => !p.terminating) ?? match[0]).uid;
+  const found = match.find((p) => !p.terminating) ?? match[0];
+  if (!found) throw new PodNotKnownError(`pod ${namespace}/${name} is not known to podvol`);
+  return found.uid;
 }

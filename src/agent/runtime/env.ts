@@ -4,6 +4,7 @@
 // pkg/kubelet/container/helpers.go). podvol serves no Service environment
 // variables (it has no service lister, like a kubelet without a master).
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import { ownValue } from '../../own.ts';
 import { isNotFound } from '../../plugins/payload.ts';
 import { extractFieldPathAsString, extractResourceValue } from '../../plugins/util/fieldpath.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
@@ -113,21 +114,23 @@ export async function containerEnv(
       const optional = ref.optional === true;
       const cm = await configMap(ref.name ?? '', optional);
       if (!cm) continue;
-      if (!cm.data || !Object.hasOwn(cm.data, ref.key)) {
+      const text = ownValue(cm.data, ref.key);
+      if (text === undefined) {
         if (optional) continue;
         throw new Error(`couldn't find key ${ref.key} in ConfigMap ${ns}/${ref.name}`);
       }
-      value = cm.data[ref.key];
+      value = text;
     } else if (e.valueFrom?.secretKeyRef) {
       const ref = e.valueFrom.secretKeyRef;
       const optional = ref.optional === true;
       const s = await secret(ref.name ?? '', optional);
       if (!s) continue;
-      if (!s.data || !Object.hasOwn(s.data, ref.key)) {
+      const encoded = ownValue(s.data, ref.key);
+      if (encoded === undefined) {
         if (optional) continue;
         throw new Error(`couldn't find key ${ref.key} in Secret ${ns}/${ref.name}`);
       }
-      value = decode(s.data[ref.key]);
+      value = decode(encoded);
     }
     env.set(e.name, value);
   }
@@ -147,8 +150,9 @@ function fieldRuntimeValue(pod: V1Pod, fieldPath: string, host: VolumeHost): str
     case 'status.hostIPs': {
       const ips = (pod.status?.hostIPs ?? []).map((h) => h.ip).filter(Boolean);
       if (ips.length === 0 && hostIP) ips.push(hostIP);
-      if (ips.length === 0) throw new Error('status.hostIP is not known on this node');
-      return fieldPath === 'status.hostIP' ? ips[0] : ips.join(',');
+      const [first] = ips;
+      if (first === undefined) throw new Error('status.hostIP is not known on this node');
+      return fieldPath === 'status.hostIP' ? first : ips.join(',');
     }
     case 'status.podIP':
       return podIPs[0] ?? pod.status?.podIP ?? '';

@@ -61,7 +61,8 @@ export function findContainer(pod: V1Pod, name: string): FoundContainer | undefi
   ];
   for (const [kind, list] of lists) {
     const i = (list ?? []).findIndex((c) => c?.name === name);
-    if (i >= 0) return { container: list![i], field: `spec.${kind}[${i}]` };
+    const container = list?.[i];
+    if (container) return { container, field: `spec.${kind}[${i}]` };
   }
   return undefined;
 }
@@ -118,8 +119,7 @@ export async function makeMounts(
   const out: OciMount[] = [];
   const imageVolumes: ImageVolumeMount[] = [];
   const mounts = container.volumeMounts ?? [];
-  for (let i = 0; i < mounts.length; i++) {
-    const mount = mounts[i];
+  for (const [i, mount] of mounts.entries()) {
     const vol = volumes.get(mount.name);
     const image = vol?.spec?.volume?.image ?? undefined;
     if (!vol || (!image && !vol.path)) {

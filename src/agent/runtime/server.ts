@@ -37,7 +37,13 @@ const POD = '([^/]+)';
 const routes: {
   method: string;
   re: RegExp;
-  run: (o: RuntimeApiOptions, m: string[], url: URL, signal: AbortSignal) => Promise<Answer> | Answer;
+  /** `pod` and `container` are the route's captured path segments (empty where it has none). */
+  run: (
+    o: RuntimeApiOptions,
+    m: { pod: string; container: string },
+    url: URL,
+    signal: AbortSignal,
+  ) => Promise<Answer> | Answer;
 }[] = [
   { method: 'GET', re: /^\/v1\/pods$/, run: (o, _m, url, signal) => listPods(o, url.searchParams, signal) },
   {
@@ -45,15 +51,15 @@ const routes: {
     re: new RegExp(`^/v1/pods/${POD}/volumes$`),
     run: (o, m, url, signal) => {
       const q = parseWaitQuery(url.searchParams);
-      return waitVolumes(o, m[1], q.waitSeconds, q.for, signal);
+      return waitVolumes(o, m.pod, q.waitSeconds, q.for, signal);
     },
   },
   {
     method: 'GET',
     re: new RegExp(`^/v1/pods/${POD}/containers/${POD}/mounts$`),
-    run: (o, m) => containerMounts(o, m[1], m[2]),
+    run: (o, m) => containerMounts(o, m.pod, m.container),
   },
-  { method: 'POST', re: new RegExp(`^/v1/pods/${POD}/terminated$`), run: (o, m) => podTerminated(o, m[1]) },
+  { method: 'POST', re: new RegExp(`^/v1/pods/${POD}/terminated$`), run: (o, m) => podTerminated(o, m.pod) },
 ];
 
 function send(res: ServerResponse, status: number, body: unknown): void {
@@ -95,7 +101,8 @@ async function handle(o: RuntimeServerOptions, req: IncomingMessage, res: Server
   const gone = new AbortController();
   res.on('close', () => gone.abort());
   try {
-    const answer = await route.run(o, route.re.exec(path)!, url, gone.signal);
+    const [, pod = '', container = ''] = route.re.exec(path) ?? [];
+    const answer = await route.run(o, { pod, container }, url, gone.signal);
     if (!res.destroyed) send(res, answer.status, answer.body);
   } catch (err) {
     if (err instanceof RuntimeApiError) {
