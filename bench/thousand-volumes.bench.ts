@@ -88,7 +88,7 @@ function cgroupFor(pid: number): { peak(): number; oomKilled(): boolean; remove(
   }
 }
 
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, ms = 600_000): Promise<T> {
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, ms = 1_800_000): Promise<T> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
     const v = await fn().catch(() => undefined);

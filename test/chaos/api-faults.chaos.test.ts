@@ -8,7 +8,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { waitFor } from '../helpers/daemon.ts';
 import { mountTest } from '../helpers/mountns.ts';
-import { chaosSetup, figure, pct, size } from './lib.ts';
+import { chaosSetup, figure, pct, peakRssMiB, size } from './lib.ts';
 
 const podOf = (name: string) => ({
   metadata: { name, namespace: 'default' },
@@ -71,6 +71,7 @@ mountTest('chaos: dropped watches, 410s and outages; recovery after the API serv
     recovery.push(performance.now() - t0);
   }
   clearInterval(watchMount);
+  figure(t, 'API faults: podvol peak RSS (cluster mode)', await peakRssMiB(p.proc.pid));
   figure(t, 'API faults: outages', `${outages} of ${outageMs} ms`);
   figure(t, 'API faults: recovery after the API server returns (goal 5000 ms)', pct(recovery));
   figure(t, 'API faults: running volume torn down during faults', unmountedUnderFault);

@@ -4,11 +4,11 @@
 // a well-formed pod among them is set up; nothing outside the pod
 // directories changes; podvol does not crash; its peak memory is printed.
 import assert from 'node:assert/strict';
-import { mkdir, readdir, readFile, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { waitFor } from '../helpers/daemon.ts';
 import { mountTest } from '../helpers/mountns.ts';
-import { chaosSetup, figure } from './lib.ts';
+import { chaosSetup, figure, peakRssMiB } from './lib.ts';
 
 type Vol = Record<string, unknown> & { name: string };
 
@@ -139,7 +139,6 @@ mountTest('chaos: hostile manifests are refused with reasons and touch nothing o
       `${err.message}; not judged: ${missing.join(', ')}; status: ${JSON.stringify(j.s).slice(0, 3000)}`,
     );
   });
-  const hwm = Number(/VmHWM:\s+(\d+)/.exec(await readFile(`/proc/${p.proc.pid}/status`, 'utf8'))?.[1] ?? 0);
   for (const f of Object.keys(corpus)) figure(t, `hostile: ${f}`, verdict(reasons, f) ?? 'set up (allowed)');
   const refused = Object.keys(corpus).filter((f) => verdict(reasons, f) !== undefined).length;
   figure(
@@ -147,7 +146,7 @@ mountTest('chaos: hostile manifests are refused with reasons and touch nothing o
     'hostile: manifests refused or failed with a reason',
     `${refused} of ${Object.keys(corpus).length}`,
   );
-  figure(t, 'hostile: podvol peak RSS', `${(hwm / 1024).toFixed(0)} MiB`);
+  figure(t, 'hostile: podvol peak RSS', await peakRssMiB(p.proc.pid));
   const outside = await guard.changes();
   // Nothing new beside root, manifests and the canary either.
   // (run/ holds the runtime socket startPodvol asks for.)

@@ -139,3 +139,10 @@ export async function chaosSetup(t: TestContext, opts: { api?: boolean } = {}) {
   };
   return { api, base, root, manifests, guard, start, state };
 }
+
+/** A process's peak resident memory (VmHWM) in MiB, for figures. */
+export async function peakRssMiB(pid: number | undefined): Promise<string> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? Number.NaN);
+  return `${(kb / 1024).toFixed(0)} MiB`;
+}

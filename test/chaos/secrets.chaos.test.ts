@@ -9,7 +9,7 @@ import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest } from '../helpers/mountns.ts';
-import { chaosSetup, figure, mountsUnder } from './lib.ts';
+import { chaosSetup, figure, mountsUnder, peakRssMiB } from './lib.ts';
 
 const podOf = (name: string) => ({
   metadata: { name, namespace: 'default' },
@@ -107,6 +107,7 @@ mountTest('chaos: secret and token bytes only on tmpfs, never in logs, /status o
   const files = await persistentFiles(base);
   for (const f of files) places.push([f, await readFile(f, 'latin1')]);
   const hits = places.filter(([, text]) => needles.some((n) => text.includes(n))).map(([where]) => where);
+  figure(t, 'secrets: podvol peak RSS (cluster mode)', await peakRssMiB(p.proc.pid));
   figure(t, 'secrets: places scanned', `log, /status, /metrics and ${files.length} files on persistent disk`);
   figure(t, 'secrets: secret or token bytes outside tmpfs', hits.length);
   assert.deepEqual(hits, []);

@@ -95,6 +95,12 @@ describe('deploy/systemd/podvol.service', () => {
     assert.ok(timeout >= 60, 'in-flight operations get time to finish');
   });
 
+  test('memory is bounded: MemoryHigh below MemoryMax, both above the measured 195 MiB peak', () => {
+    const mib = (key: string) => Number(/^(\d+)M$/.exec(get('Service', key)?.[0] ?? '')?.[1]);
+    assert.ok(mib('MemoryMax') >= 256, 'MemoryMax');
+    assert.ok(mib('MemoryHigh') > 195 && mib('MemoryHigh') < mib('MemoryMax'), 'MemoryHigh');
+  });
+
   test('runs the single executable, `podvol run`, with settings from the environment file', () => {
     const [exec] = get('Service', 'ExecStart')!;
     assert.deepEqual(exec.split(/\s+/), ['/usr/local/bin/podvol', 'run', '$PODVOL_ARGS']);

@@ -71,14 +71,24 @@ export function unmountVolumes(ctx: VolumeManagerContext, volumes = volumesToUnm
 
 /** kubelet's reconciler.mountOrAttachVolumes: every desired volume not mounted, or due a remount. */
 export function mountVolumes(ctx: VolumeManagerContext): void {
-  const { asw, dsw, executor } = ctx;
+  const { asw, dsw } = ctx;
+  // Volumes not yet mounted are offered the pool's free slots before refreshes
+  // of mounted ones: the periodic refresh of a 1,000-volume pod takes longer
+  // than its period, and served first it kept the rest of the pod (or a new
+  // pod) waiting for ever.
+  const refreshes: [VolumeToMount, MountedVolume][] = [];
   for (const d of dsw.volumesToMount()) {
     const v = asw.get(d.key);
     const change = v ? specChange(v, d) : 'none';
     if (change === 'restart') continue;
     if (v && v.state === 'mounted' && !v.remountRequired && change === 'none') continue;
-    const pod = dsw.pod(d.podUID)?.pod;
-    if (!pod) continue;
-    executor.run(d.key, 'volume_mount', () => mountVolume(ctx, d, pod, v));
+    if (v?.state === 'mounted') refreshes.push([d, v]);
+    else start(ctx, d, v);
   }
+  for (const [d, v] of refreshes) start(ctx, d, v);
+}
+
+function start(ctx: VolumeManagerContext, d: VolumeToMount, v: MountedVolume | undefined): void {
+  const pod = ctx.dsw.pod(d.podUID)?.pod;
+  if (pod) ctx.executor.run(d.key, 'volume_mount', () => mountVolume(ctx, d, pod, v));
 }

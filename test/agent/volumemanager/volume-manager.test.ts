@@ -138,3 +138,23 @@ test('a restart reconstructs volumes from disk as uncertain and adopts them', as
   await again.executor.drain();
   assert.equal(again.asw.get('a/scratch')?.state, 'mounted');
 });
+
+test('a volume not yet mounted gets a free slot of the pool before refreshes of mounted ones', async (t) => {
+  const dapi = (name: string) => ({
+    name,
+    downwardAPI: { items: [{ path: 'n', fieldRef: { fieldPath: 'metadata.name' } }] },
+  });
+  const many = Array.from({ length: 12 }, (_, i) => dapi(`v${i}`));
+  const h = await harness(t, [pod('a', many)]);
+  h.setReady(true);
+  // The pool lets one pod run a few operations at a time: settle until all are mounted.
+  for (let i = 0; i < 10 && h.vm.asw.all().filter((v) => v.state === 'mounted').length < 12; i++)
+    await h.settle();
+  assert.equal(h.vm.asw.all().length, 12);
+  // Every mounted volume is due its periodic refresh, and the pod gains a volume.
+  for (const v of h.vm.asw.all()) v.remountRequired = true;
+  h.setPods([pod('a', [...many, dapi('late')])]);
+  await h.vm.reconcileOnce();
+  assert.equal(h.vm.executor.isPending('a/late'), true, 'the new volume was started in the first pass');
+  await h.vm.executor.drain();
+});
