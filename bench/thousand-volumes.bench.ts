@@ -91,7 +91,11 @@ function cgroupFor(pid: number): { peak(): number; oomKilled(): boolean; remove(
 async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, ms = 1_800_000): Promise<T> {
   const end = Date.now() + ms;
   while (Date.now() < end) {
-    const v = await fn().catch(() => undefined);
+    // A failed request is retried; podvol's death ends the wait (an OOM kill is a result).
+    const v = await fn().catch((err: Error) => {
+      if (err.message.startsWith('podvol exited')) throw err;
+      return undefined;
+    });
     if (v !== undefined) return v;
     await new Promise((r) => setTimeout(r, 200));
   }
