@@ -189,7 +189,7 @@ interface Doc {
 }
 
 function firstLine(s: string): string {
-  return s.split('\n')[0].trim().replace(/:$/, '');
+  return (s.split('\n')[0] ?? '').trim().replace(/:$/, '');
 }
 
 const parseError = (index: number, message: string): Doc => ({
@@ -325,7 +325,8 @@ function splitDocuments(text: string, file: string): Doc[] {
     const before = out.length;
     const add = (d: ReturnType<Composer['end']> extends Generator<infer D> ? D : never) => {
       const index = out.length + 1;
-      if (d.errors.length > 0) out.push(parseError(index, yamlError(d.errors[0], text, start)));
+      const [error] = d.errors;
+      if (error) out.push(parseError(index, yamlError(error, text, start)));
       else if (d.contents === null) out.push({ index });
       else {
         try {
@@ -338,9 +339,9 @@ function splitDocuments(text: string, file: string): Doc[] {
     try {
       for (const d of composer.compose(limitedTokens(parser, rest), true, rest.length)) add(d);
       // An empty stream yields no document but may still carry stream-level errors.
-      const streamErrors = composer.streamInfo().errors;
-      if (out.length === before && streamErrors.length > 0)
-        out.push(parseError(out.length + 1, yamlError(streamErrors[0], text, start)));
+      const [streamError] = composer.streamInfo().errors;
+      if (out.length === before && streamError)
+        out.push(parseError(out.length + 1, yamlError(streamError, text, start)));
       return out;
     } catch (err) {
       if (!(err instanceof LimitExceeded)) throw err;

@@ -680,10 +680,10 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
         };
       }
       // json.Marshal(map[string]TokenRequestStatus): sorted audiences, token before expirationTimestamp.
-      const keys = Object.keys(out).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
-      const inner = keys.map(
-        (k) =>
-          `${goString(k)}:{"token":${goString(out[k].token)},"expirationTimestamp":${goString(out[k].expirationTimestamp)}}`,
+      const entries = Object.entries(out).sort(([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+      const inner = entries.map(
+        ([k, s]) =>
+          `${goString(k)}:{"token":${goString(s.token)},"expirationTimestamp":${goString(s.expirationTimestamp)}}`,
       );
       return `{${inner.join(',')}}`;
     }

@@ -47,16 +47,17 @@ export class DriversStore {
   }
 }
 
+export type Version = readonly [major: number, minor: number, patch: number];
+
 /** A generic version "1.2.3" (or "v1.2", "1") as numbers; undefined when unparseable. */
-export function parseVersion(v: string): number[] | undefined {
+export function parseVersion(v: string): Version | undefined {
   const m = /^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(v.trim());
   if (!m) return undefined;
   return [Number(m[1]), Number(m[2] ?? 0), Number(m[3] ?? 0)];
 }
 
-export function compareVersions(a: number[], b: number[]): number {
-  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] - b[i];
-  return 0;
+export function compareVersions(a: Version, b: Version): number {
+  return a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
 }
 
 /**
@@ -65,7 +66,7 @@ export function compareVersions(a: number[], b: number[]): number {
  */
 export function highestSupportedVersion(versions: string[]): string {
   if (versions.length === 0) throw new Error('CSI driver reporting empty array for supported versions');
-  let best: number[] | undefined;
+  let best: Version | undefined;
   let bestRaw = '';
   let parseErr = '';
   for (const raw of versions) {

@@ -45,8 +45,8 @@ export function goString(s: string): string {
 
 /** json.Marshal(map[string]string). */
 export function goMarshalMap(m: Record<string, string>): string {
-  const keys = Object.keys(m).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
-  return `{${keys.map((k) => `${goString(k)}:${goString(m[k])}`).join(',')}}`;
+  const entries = Object.entries(m).sort(([a], [b]) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  return `{${entries.map(([k, v]) => `${goString(k)}:${goString(v)}`).join(',')}}`;
 }
 
 /** json.NewEncoder(w).Encode(map[string]string): Marshal plus a newline. */

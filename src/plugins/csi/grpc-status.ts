@@ -76,6 +76,6 @@ export function codeName(code: Status): string {
   return raw
     .toLowerCase()
     .split('_')
-    .map((w) => w[0].toUpperCase() + w.slice(1))
+    .map((w) => w.charAt(0).toUpperCase() + w.slice(1))
     .join('');
 }
