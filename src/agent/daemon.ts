@@ -134,8 +134,11 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     volumeStats: () => volumeStats,
     volumeCounts: () => {
       const counts = new Map<string, { plugin: string; desired: number; actual: number }>();
-      const get = (plugin: string) =>
-        counts.get(plugin) ?? counts.set(plugin, { plugin, desired: 0, actual: 0 }).get(plugin)!;
+      const get = (plugin: string) => {
+        const c = counts.get(plugin) ?? { plugin, desired: 0, actual: 0 };
+        counts.set(plugin, c);
+        return c;
+      };
       for (const d of vm.dsw.volumesToMount()) get(d.pluginName ?? '').desired++;
       for (const a of vm.asw.all()) if (a.state === 'mounted') get(a.pluginName).actual++;
       return [...counts.values()];
@@ -145,8 +148,9 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
       for (const p of vm.status()) {
         for (const v of p.volumes) {
           const k = `${v.plugin}\0${v.state}`;
-          const c = counts.get(k) ?? counts.set(k, { plugin: v.plugin, state: v.state, count: 0 }).get(k)!;
+          const c = counts.get(k) ?? { plugin: v.plugin, state: v.state, count: 0 };
           c.count++;
+          counts.set(k, c);
         }
       }
       return [...counts.values()];

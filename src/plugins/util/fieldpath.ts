@@ -36,7 +36,8 @@ function hex(n: number, width: number): string {
 export function goQuote(s: string): string {
   let out = '"';
   for (const ch of s) {
-    let cp = ch.codePointAt(0)!;
+    // A for..of over a string yields whole code points: never empty.
+    let cp = ch.codePointAt(0) ?? 0xfffd;
     // A lone surrogate cannot come out of Go's JSON decoder; it becomes U+FFFD.
     if (cp >= 0xd800 && cp <= 0xdfff) cp = 0xfffd;
     const c = String.fromCodePoint(cp);
