@@ -3,7 +3,7 @@
 // themselves (the CSI protos) from src/.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -30,8 +30,41 @@ function cli(entry: string, args: string[]) {
   });
 }
 
-test('the bundle plans the example pods exactly as the sources do', () => {
-  const args = ['plan', '-f', join(repoRoot, 'examples'), '--root-dir', join(dir, 'root'), '-o', 'json'];
+// Nothing in this pod's plan depends on the machine's state at the moment (the
+// examples' tmpfs sizes follow node allocatable, which follows free disk space
+// while other tests write to it).
+const manifest = {
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name: 'bundled', namespace: 'default', uid: '0f6b8c1e-bundle-test' },
+  spec: {
+    containers: [
+      {
+        name: 'c',
+        image: 'busybox',
+        volumeMounts: [
+          { name: 'scratch', mountPath: '/scratch' },
+          { name: 'mem', mountPath: '/mem' },
+          { name: 'info', mountPath: '/info' },
+        ],
+      },
+    ],
+    volumes: [
+      { name: 'scratch', emptyDir: {} },
+      { name: 'mem', emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
+      {
+        name: 'info',
+        downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] },
+      },
+    ],
+  },
+};
+
+test('the bundle plans a pod exactly as the sources do', () => {
+  const manifests = join(dir, 'manifests');
+  mkdirSync(manifests, { recursive: true });
+  writeFileSync(join(manifests, 'pod.json'), JSON.stringify(manifest));
+  const args = ['plan', '-f', manifests, '--root-dir', join(dir, 'root'), '-o', 'json'];
   const fromSources = cli(join(repoRoot, 'src', 'cli.ts'), args);
   const fromBundle = cli(join(dir, 'cli.mjs'), args);
   assert.equal(fromSources.status, 0, fromSources.stderr);
