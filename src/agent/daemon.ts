@@ -316,6 +316,9 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
       await pluginWatcher.stop();
       await inUse?.stop();
       await o.cluster?.stop();
+      // A CSI driver that never answers must not hold the exit for its 2-minute deadline.
+      const cancelled = csi.cancelCalls();
+      if (cancelled > 0) log.info({ calls: cancelled }, 'cancelled CSI calls in flight for shutdown');
       await vm.stop();
       await new Promise<void>((res) => server.close(() => res()));
       server.closeAllConnections();

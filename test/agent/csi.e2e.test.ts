@@ -18,7 +18,14 @@ import {
   writeDriverConfig,
 } from '../csi/driver.ts';
 import { startTestRegistrar } from '../csi/registrar.ts';
-import { mountsBelow, type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
+import {
+  mountsBelow,
+  type PodvolProcess,
+  type StatusVolume,
+  startPodvol,
+  waitFor,
+  waitGone,
+} from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 
 const DRIVER = 'test.csi.podvol.io';
@@ -919,6 +926,43 @@ csiTest(
     };
     assert.equal(after.status.capacity.storage, '2Gi');
     assert.equal(after.status.allocatedResourceStatuses?.storage, undefined);
+  },
+);
+
+csiTest(
+  'a hanging driver: the volume says it waits in NodePublishVolume, other pods mount, and SIGTERM is not held by the call',
+  async (t) => {
+    const c = await csiCluster(t, {
+      driver: { delays: { 'NodePublishVolume/handle-stuck': 3_600_000 } },
+    });
+    createClaim(c, 'stuck');
+    createClaim(c, 'fine');
+    claimPod(c, 'hung', 'stuck');
+    const p = await c.start();
+    claimPod(c, 'web', 'fine');
+    c.api.store.create('pods', {
+      metadata: { name: 'plain', namespace: 'default' },
+      spec: {
+        nodeName: 'testnode',
+        containers: [{ name: 'app', image: 'busybox', volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }] }],
+        volumes: [{ name: 'tmp', emptyDir: {} }],
+      },
+      status: { phase: 'Running' },
+    });
+    await mounted(p, 'web');
+    await mounted(p, 'plain', 'tmp');
+    const hung = await waitFor('the stuck volume in NodePublishVolume', async () => {
+      const v = (await volumeOf(p, 'hung')) as (StatusVolume & { phase?: string }) | undefined;
+      return v?.phase === 'publishing' ? v : undefined;
+    });
+    assert.equal(hung.state, 'pending');
+    // kubelet's 2-minute deadline still runs; stopping podvol cancels the call instead of waiting for it.
+    assert.equal(await p.stop(), 0);
+    await waitFor('the cancellation logged', () =>
+      p.logLines().some((l) => l.msg === 'cancelled CSI calls in flight for shutdown' && l.calls === 1),
+    );
+    // Stopping unmounted nothing.
+    assert.ok((await mountsBelow(c.root)).some((m) => m.mountPoint.endsWith(join(`pv-fine`, 'mount'))));
   },
 );
 

@@ -38,7 +38,10 @@ export interface DriverConfig {
   /** Node capabilities by name (STAGE_UNSTAGE_VOLUME, GET_VOLUME_STATS, ...). */
   capabilities: string[];
   errors?: Record<string, InjectedError>;
-  /** Milliseconds a method sleeps before answering (a hanging driver). */
+  /**
+   * Milliseconds a method sleeps before answering (a hanging driver), by
+   * method name, or `<method>/<volume_id>` for one volume only.
+   */
   delays?: Record<string, number>;
 }
 
@@ -232,7 +235,8 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
       const t0 = performance.now();
       const run = async () => {
         const cfg = readDriverConfig(stateDir);
-        const delay = cfg.delays?.[method];
+        const volumeID = (call.request as { volume_id?: string }).volume_id;
+        const delay = cfg.delays?.[`${method}/${volumeID}`] ?? cfg.delays?.[method];
         if (delay) await sleep(delay);
         const injected = cfg.errors?.[method];
         if (injected) {

@@ -82,25 +82,31 @@ export class CSIClient {
   readonly #endpoint: string;
   readonly #timeoutMs: number;
   readonly #observe: CallObserver | undefined;
+  readonly #signal: AbortSignal | undefined;
+  readonly #onStart: (() => void) | undefined;
 
+  /** `onStart`/`observe` bracket every call; `signal`: aborting it cancels every call in flight and every later one (shutdown). */
   constructor(
     proto: CSIProto | CSIProtoSource,
     endpoint: string,
-    opts: { timeoutMs?: number; observe?: CallObserver } = {},
+    opts: { timeoutMs?: number; observe?: CallObserver; onStart?: () => void; signal?: AbortSignal } = {},
   ) {
     this.#proto = proto;
     this.#endpoint = endpoint;
     this.#timeoutMs = opts.timeoutMs ?? csiCallTimeoutMs;
     this.#observe = opts.observe;
+    this.#signal = opts.signal;
+    this.#onStart = opts.onStart;
   }
 
   async #call<Res>(service: 'Identity' | 'Node', method: string, request: object): Promise<Res> {
     // gRPC is loaded with the first CSI call (grpc-status.ts says why).
     const [proto, { unary, unixClient }] = await Promise.all([csiProtoOf(this.#proto), import('./grpc.ts')]);
     const client = unixClient(proto[service], this.#endpoint);
+    this.#onStart?.();
     const t0 = performance.now();
     try {
-      const res = await unary<object, Res>(client, method, request, this.#timeoutMs);
+      const res = await unary<object, Res>(client, method, request, this.#timeoutMs, this.#signal);
       this.#observe?.(`/csi.v1.${service}/${method}`, 'OK', (performance.now() - t0) / 1000);
       return res;
     } catch (err) {

@@ -219,6 +219,13 @@ export interface CSIPlugin extends VolumePlugin {
   attachableVolumeName(spec: Spec): string | undefined;
   /** The phase a volume is in while its SetUp runs (attaching, staging, publishing), for /status. */
   phaseOf(podUID: string, innerName: string): string | undefined;
+  /**
+   * Shutdown: cancels every CSI call in flight and any later one (gRPC
+   * Canceled, so the volumes stay uncertain and the next start finishes the
+   * job), so that a driver that never answers cannot hold podvol's exit for
+   * the 2-minute deadline. kubelet simply exits; this is the same outcome.
+   */
+  cancelCalls(): number;
 }
 
 export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
@@ -228,6 +235,9 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
   /** Staged devices known in this process; anything else is staged (again) on the next SetUp. */
   const staged = new Set<string>();
   const phases = new Map<string, string>();
+  const shutdown = new AbortController();
+  /** Calls in flight, for the shutdown log. */
+  let inFlight = 0;
 
   const pluginDir = () => host.getPluginDir(csiPluginName);
   const index = new VolumeIndex(() => ({ podsDir: host.getPodsDir(), pluginDir: pluginDir() }));
@@ -245,7 +255,14 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     const observe = o.observe;
     return new CSIClient(proto, d.endpoint, {
       timeoutMs: o.timeoutMs,
-      observe: observe ? (method, code, seconds) => observe(driver, method, code, seconds) : undefined,
+      signal: shutdown.signal,
+      observe: (method, code, seconds) => {
+        inFlight--;
+        observe?.(driver, method, code, seconds);
+      },
+      onStart: () => {
+        inFlight++;
+      },
     });
   }
 
@@ -772,6 +789,11 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       return done;
     },
     phaseOf: (podUID, inner) => phases.get(`${podUID}/${inner}`),
+    cancelCalls() {
+      const n = inFlight;
+      shutdown.abort();
+      return n;
+    },
     async volumeStats(podUID, inner) {
       checkSpecName(inner);
       const dir = podVolumeDir(podUID, inner);

@@ -51,26 +51,35 @@ export function unixClient(ctor: ServiceCtor, socketPath: string): grpc.Client {
   });
 }
 
-/** Calls one unary method with a deadline and resolves with its response. */
+/**
+ * Calls one unary method with a deadline and resolves with its response. An
+ * aborted `signal` cancels the call (gRPC Canceled: the outcome is uncertain).
+ */
 export function unary<Req, Res>(
   client: grpc.Client,
   method: string,
   request: Req,
   timeoutMs: number,
+  signal?: AbortSignal,
 ): Promise<Res> {
   const fn = (client as unknown as Record<string, unknown>)[method];
   if (typeof fn !== 'function') return Promise.reject(new Error(`no gRPC method ${method}`));
   return new Promise<Res>((resolve, reject) => {
-    (
+    const cancel = () => call.cancel();
+    const call = (
       fn as (
         r: Req,
         m: grpc.Metadata,
         o: grpc.CallOptions,
         cb: (e: grpc.ServiceError | null, r: Res) => void,
-      ) => void
-    ).call(client, request, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
-      err ? reject(err) : resolve(res),
-    );
+      ) => grpc.ClientUnaryCall
+    ).call(client, request, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => {
+      signal?.removeEventListener('abort', cancel);
+      if (err) reject(err);
+      else resolve(res);
+    });
+    if (signal?.aborted) cancel();
+    else signal?.addEventListener('abort', cancel, { once: true });
   });
 }
 
