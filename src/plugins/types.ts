@@ -56,8 +56,11 @@ export interface VolumePlugin {
   supportsMountOption(): boolean;
   newMounter(spec: Spec, pod: V1Pod): Mounter;
   newUnmounter(volumeName: string, podUID: string): Unmounter;
-  /** Rebuild a spec after a restart from what is on disk (volPath is the volume directory). */
-  constructVolumeSpec(volumeName: string, volumePath: string): Spec;
+  /**
+   * Rebuild a spec after a restart from what is on disk (volPath is the volume
+   * directory), when podvol has no record of it (kubelet's ConstructVolumeSpec).
+   */
+  constructVolumeSpec(volumeName: string, volumePath: string): Spec | Promise<Spec>;
 }
 
 /** Room for plugins that stage a device once per node (CSI NodeStage). */

@@ -3,7 +3,7 @@
 // the test registrar in <root>/plugins_registry, exactly as a CSI node plugin
 // DaemonSet with node-driver-registrar would be deployed next to podvol.
 import assert from 'node:assert/strict';
-import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { sha256Hex } from '../../src/plugins/csi/vol-data.ts';
@@ -327,6 +327,69 @@ csiTest(
     await waitGone('staged volume of a gone pod unstaged', stagingDir, 30_000);
     assert.ok(c.calls().some((x) => x.method === 'NodeUnstageVolume' && x.code === 0));
     assert.deepEqual(await mountsBelow(c.root), []);
+  },
+);
+
+csiTest(
+  'a node taken over from kubelet: volumes with only vol_data.json are adopted by their pods, or torn down when the pod is gone',
+  async (t) => {
+    const c = await csiCluster(t);
+    const keep = createClaim(c, 'keep');
+    const gone = createClaim(c, 'gone');
+    const keepUID = claimPod(c, 'stays', 'keep').metadata?.uid as string;
+    const goneUID = claimPod(c, 'leaves', 'gone').metadata?.uid as string;
+    let p = await c.start();
+    await mounted(p, 'stays');
+    await mounted(p, 'leaves');
+    assert.equal(await p.stop(), 0);
+    // What kubelet leaves: its layout and vol_data.json files, none of podvol's records or marks.
+    await rm(join(c.root, 'podvol'), { recursive: true });
+    deletePod(c, 'leaves');
+    const mountsBefore = (await mountsBelow(c.root)).map((m) => m.mountPoint).sort();
+    const callsBefore = c.calls().length;
+    p = await startPodvol({
+      rootDir: c.root,
+      extra: [
+        '--kubeconfig',
+        await c.api.kubeconfigPath(c.base),
+        '--teardown-settle-period',
+        '0s',
+        '--adopt-root-dir',
+      ],
+    });
+    t.after(() => p.stop());
+
+    // The gone pod's volume: unpublished and unstaged from its vol_data.json alone.
+    await waitGone('the gone pod directory', join(c.root, 'pods', goneUID), 60_000);
+    const goneStaging = join(c.root, 'plugins', 'kubernetes.io', 'csi', DRIVER, sha256Hex(gone.handle));
+    await waitGone('its staged volume', goneStaging, 60_000);
+    const after = c.calls().slice(callsBefore);
+    assert.deepEqual(
+      after.filter((x) => x.method === 'NodeUnpublishVolume').map((x) => x.request),
+      [
+        {
+          volume_id: gone.handle,
+          target_path: join(c.root, 'pods', goneUID, 'volumes', 'kubernetes.io~csi', gone.pvName, 'mount'),
+        },
+      ],
+    );
+    assert.deepEqual(
+      after.filter((x) => x.method === 'NodeUnstageVolume').map((x) => x.request.volume_id),
+      [gone.handle],
+    );
+
+    // The pod still there: one volume under its own name, mounted where it was.
+    const v = await mounted(p, 'stays');
+    const target = join(c.root, 'pods', keepUID, 'volumes', 'kubernetes.io~csi', keep.pvName, 'mount');
+    assert.equal(v.path, target);
+    assert.deepEqual(
+      (await p.status()).pods.find((x) => x.name === 'stays')?.volumes.map((x) => x.name),
+      ['data'],
+    );
+    assert.deepEqual(
+      (await mountsBelow(c.root)).map((m) => m.mountPoint).sort(),
+      mountsBefore.filter((m) => !m.includes(goneUID) && !m.includes(sha256Hex(gone.handle))),
+    );
   },
 );
 

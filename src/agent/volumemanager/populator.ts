@@ -5,6 +5,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { MountedVolume } from './actual-state.ts';
 import type { ClaimLookup } from './claims.ts';
 import type { VolumeManagerContext } from './context.ts';
+import { adoptReconstructedVolumes } from './reconstruction.ts';
 
 export interface PopulatorOptions {
   /** Current pods of every source, merged and unique by UID. */
@@ -82,6 +83,7 @@ export class DesiredStateOfWorldPopulator {
     if (this.#podsDirty) {
       this.#podsDirty = false;
       const changed = dsw.replace(this.#o.pods(), pluginMgr, host, this.#o.claims);
+      adoptReconstructedVolumes(this.#ctx);
       for (const uid of changed) {
         asw.markRemountRequired(uid, (v) => dsw.volume(v.key)?.requiresRemount ?? false);
       }

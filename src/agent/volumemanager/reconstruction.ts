@@ -109,7 +109,7 @@ export async function reconstructVolume(
     const dir = podVolumeDir(ctx.rootDir, uid, escapeQualifiedName(plugin.name), innerName);
     const spec = record
       ? { volume: record.volume, persistentVolume: record.persistentVolume, readOnly: record.readOnly }
-      : plugin.constructVolumeSpec(innerName, dir);
+      : await plugin.constructVolumeSpec(innerName, dir);
     // The path the mounter reports (a CSI volume's is <dir>/mount), so /status matches a fresh mount.
     let path = dir;
     try {
@@ -144,6 +144,34 @@ export async function reconstructVolume(
       'could not reconstruct volume',
     );
     return false;
+  }
+}
+
+/**
+ * A volume reconstructed without podvol's record (a node taken over from
+ * kubelet) is keyed by its directory's name, which for a claim is the
+ * PersistentVolume's name, not the pod's volume name. Once the desired state
+ * names the pod volume that lives in that directory, the entry takes its key,
+ * as kubelet matches a reconstructed volume to the desired one: the reconciler
+ * then sets it up again under the pod's own name (SetUp finds it in place) and
+ * nothing is reported twice or torn down under a running pod.
+ */
+export function adoptReconstructedVolumes(ctx: VolumeManagerContext): void {
+  const { asw, dsw, executor } = ctx;
+  for (const v of asw.all()) {
+    if (!v.reconstructed || v.specExact || executor.isPending(v.key)) continue;
+    const desired = dsw.pod(v.podUID);
+    if (!desired) continue;
+    const d = [...desired.volumes.values()].find(
+      (x) => x.innerName === v.innerName && x.pluginName === v.pluginName,
+    );
+    if (!d || d.key === v.key || asw.get(d.key) || executor.isPending(d.key)) continue;
+    asw.delete(v.key);
+    asw.set({ ...v, key: d.key, volumeName: d.volumeName });
+    ctx.logger.info(
+      { podUID: v.podUID, volume: d.volumeName, directory: v.innerName, plugin: v.pluginName },
+      'reconstructed volume matched to the pod volume it belongs to',
+    );
   }
 }
 

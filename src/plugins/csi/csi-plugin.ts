@@ -774,10 +774,34 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     supportsMountOption: () => true,
     newMounter: (spec, pod) => new CSIMounter(spec, pod),
     newUnmounter: (inner, podUID) => new CSIUnmounter(inner, podUID),
-    constructVolumeSpec(inner, volumePath) {
-      // Without podvol's record: a skeleton from vol_data.json, as kubelet's ConstructVolumeSpec.
-      void volumePath;
-      return { volume: { name: inner }, readOnly: false };
+    /**
+     * kubelet's ConstructVolumeSpec, for a volume podvol has no record of (a
+     * node taken over from kubelet): the pod's vol_data.json names the driver
+     * and handle, so the volume can be unpublished, unstaged and reported in
+     * node.status.volumesInUse while it is mounted (an attachable volume left
+     * out of that list could be detached under it).
+     */
+    async constructVolumeSpec(inner, volumePath) {
+      checkSpecName(inner);
+      const data = await loadVolumeData(volumePath);
+      if (!data) {
+        throw new VolumeError(
+          'ReconstructFailed',
+          `kubernetes.io/csi: ${join(volumePath, 'vol_data.json')} not found: cannot reconstruct volume ${inner}`,
+        );
+      }
+      const driver = data[volDataKey.driverName] ?? '';
+      const specVolID = data[volDataKey.specVolID] || inner;
+      if (data[volDataKey.volumeLifecycleMode] === 'Ephemeral') {
+        return { volume: { name: specVolID, csi: { driver } }, readOnly: false };
+      }
+      return {
+        persistentVolume: {
+          metadata: { name: specVolID },
+          spec: { csi: { driver, volumeHandle: data[volDataKey.volHandle] ?? '' } },
+        },
+        readOnly: false,
+      };
     },
     async cleanupOrphanedStagedVolumes() {
       await index.load();
