@@ -80,6 +80,8 @@ export const volumeReasons = {
   FSGroupFailed: "applying the pod's fsGroup to the volume failed",
   CorruptVolumeData: "a CSI volume's vol_data.json cannot be read",
   StillMounted: 'a directory to be removed is still mounted',
+  ExpansionFailed:
+    "growing a volume's filesystem for its claim failed (NodeExpandVolume, or reading or updating the claim)",
   // Operations of the volume manager (fallbacks when the cause carries no reason).
   MountFailed: 'SetUp failed',
   UnmountFailed: 'TearDown failed',

@@ -74,6 +74,17 @@ export interface AttachableVolumePlugin extends DeviceMountableVolumePlugin {
   canAttach(spec: Spec): boolean;
 }
 
+/**
+ * kubelet's NodeExpandableVolumePlugin: grows the filesystem of a volume that
+ * is mounted while its pod runs (online expansion), when the claim asks for it.
+ */
+export interface NodeExpandableVolumePlugin extends VolumePlugin {
+  nodeExpand(spec: Spec, pod: V1Pod): Promise<void>;
+}
+
+export const isNodeExpandable = (p: VolumePlugin): p is NodeExpandableVolumePlugin =>
+  typeof (p as Partial<NodeExpandableVolumePlugin>).nodeExpand === 'function';
+
 /** An error that knows its reason, one of the catalogue in src/reasons.ts. */
 export class VolumeError extends Error {
   readonly reason: VolumeReason;

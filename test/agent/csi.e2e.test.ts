@@ -993,6 +993,111 @@ csiTest(
 );
 
 csiTest(
+  'online expansion: a mounted volume grows when its claim says NodeResizePending, the claim marked in progress then done',
+  async (t) => {
+    const c = await csiCluster(t, { driver: { capabilities: ['STAGE_UNSTAGE_VOLUME', 'EXPAND_VOLUME'] } });
+    const { claim, handle, pvName } = createClaim(c, 'grow');
+    const pod = claimPod(c, 'web', 'grow');
+    const uid = pod.metadata?.uid as string;
+    const p = await c.start();
+    await mounted(p, 'web');
+    assert.equal(c.calls().filter((x) => x.method === 'NodeExpandVolume').length, 0);
+
+    // The first NodeExpandVolume fails transiently: the claim stays in progress and the call is retried.
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.errors = { NodeExpandVolume: { code: 14, message: 'busy', times: 1 } };
+    });
+    c.api.hooks.clearRequests();
+    // What the external-resizer leaves after ControllerExpandVolume with node_expansion_required.
+    const pv = c.api.store.mustGet('persistentvolumes', undefined, pvName);
+    c.api.store.update('persistentvolumes', {
+      ...pv,
+      spec: { ...(pv.spec as object), capacity: { storage: '3Gi' } },
+    });
+    c.api.store.update(
+      'persistentvolumeclaims',
+      {
+        ...c.api.store.mustGet('persistentvolumeclaims', 'default', 'grow'),
+        status: {
+          phase: 'Bound',
+          capacity: { storage: '1Gi' },
+          allocatedResources: { storage: '3Gi' },
+          allocatedResourceStatuses: { storage: 'NodeResizePending' },
+          conditions: [
+            { type: 'FileSystemResizePending', status: 'True' },
+            { type: 'ModifyingVolume', status: 'True' },
+          ],
+        },
+      },
+      { subresource: 'status' },
+    );
+    const expanded = await waitFor(
+      'NodeExpandVolume succeeded',
+      () => c.calls().find((x) => x.method === 'NodeExpandVolume' && x.code === 0),
+      60_000,
+    );
+    assert.deepEqual(
+      c
+        .calls()
+        .filter((x) => x.method === 'NodeExpandVolume')
+        .map((x) => x.code),
+      [14, 0],
+    );
+    assert.deepEqual(expanded.request.capacity_range, {
+      required_bytes: String(3 * 1024 ** 3),
+      limit_bytes: '0',
+    });
+    assert.equal(expanded.request.volume_id, handle);
+    assert.equal(
+      expanded.request.volume_path,
+      join(c.root, 'pods', uid, 'volumes', 'kubernetes.io~csi', pvName, 'mount'),
+    );
+    assert.equal(
+      expanded.request.staging_target_path,
+      join(c.root, 'plugins', 'kubernetes.io', 'csi', DRIVER, sha256Hex(handle), 'globalmount'),
+    );
+    const done = await waitFor('the claim updated', () => {
+      const x = c.api.store.mustGet('persistentvolumeclaims', 'default', 'grow') as unknown as {
+        status: {
+          capacity: { storage: string };
+          allocatedResourceStatuses?: Record<string, string>;
+          conditions?: { type: string }[];
+        };
+      };
+      return x.status.capacity.storage === '3Gi' ? x : undefined;
+    });
+    assert.equal(done.status.allocatedResourceStatuses, undefined);
+    assert.deepEqual(
+      done.status.conditions?.map((x) => x.type),
+      ['ModifyingVolume'],
+      'resize conditions cleared, others kept',
+    );
+    // kubelet's order: marked in progress (guarded by the resourceVersion) before the driver is called.
+    const patches = c.api.hooks.requests
+      .filter(
+        (r) => r.method === 'PATCH' && r.resource === 'persistentvolumeclaims' && r.subresource === 'status',
+      )
+      .map((r) => r.body as { metadata?: { resourceVersion?: string }; status: Record<string, unknown> });
+    assert.deepEqual(patches[0]?.status, { allocatedResourceStatuses: { storage: 'NodeResizeInProgress' } });
+    assert.ok(patches[0]?.metadata?.resourceVersion, 'the in-progress mark carries the resourceVersion');
+    assert.equal(patches.length, 2, 'in progress once, done once (the retry found it in progress)');
+    const event = await waitFor('FileSystemResizeSuccessful', () =>
+      c.api.store
+        .list('events', 'default')
+        .find((e) => (e as { reason?: string }).reason === 'FileSystemResizeSuccessful'),
+    );
+    assert.equal(
+      (event as { message?: string }).message,
+      `MountVolume.NodeExpandVolume succeeded for volume "${pvName}" testnode`,
+    );
+    // Still mounted, never unmounted: the same mount served the pod throughout.
+    assert.equal((await volumeOf(p, 'web'))?.state, 'mounted');
+    assert.equal(c.calls().filter((x) => x.method === 'NodeUnpublishVolume').length, 0);
+    void claim;
+  },
+);
+
+csiTest(
   'a hanging driver: the volume says it waits in NodePublishVolume, other pods mount, and SIGTERM is not held by the call',
   async (t) => {
     const c = await csiCluster(t, {

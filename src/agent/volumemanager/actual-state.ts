@@ -22,6 +22,10 @@ export interface MountedVolume {
   specExact: boolean;
   /** Found on disk at start-up rather than mounted by this process. */
   reconstructed: boolean;
+  /** The claim asks for a bigger filesystem while the volume is mounted (kubelet's online expansion). */
+  resizeRequired?: boolean;
+  /** The claim's resourceVersion that last asked for it: a claim that did not change is not asked again. */
+  resizeSeen?: string;
 }
 
 export class ActualStateOfWorld {

@@ -2,7 +2,7 @@
 // reconciler hands to the operation executor, with their metrics, logs and Events.
 import type { V1Pod } from '@kubernetes/client-node';
 import { UNRESPONSIVE_AFTER_MS, unresponsiveMounts } from '../../mount/deadline-stat.ts';
-import { type MounterArgs, reasonOf } from '../../plugins/types.ts';
+import { isNodeExpandable, type MounterArgs, reasonOf } from '../../plugins/types.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
 import { relativeBeneath } from '../../volumehost/safe-fs.ts';
 import type { MountedVolume } from './actual-state.ts';
@@ -192,4 +192,50 @@ export async function unmountVolume(ctx: OperationContext, v: MountedVolume): Pr
   asw.delete(v.key);
   await removeRecord(host.getFs(), rootDir, v.podUID, v.pluginName, v.volumeName);
   logger.info({ ...log, durationMs: Math.round(seconds * 1000) }, 'UnmountVolume.TearDown succeeded');
+}
+
+/**
+ * kubelet's GenerateExpandInUseVolumeFunc: the plugin grows the filesystem of
+ * a volume mounted under a running pod (it updates the claim itself). A
+ * failure is retried with the operation's backoff; the volume stays mounted.
+ */
+export async function expandVolume(ctx: VolumeManagerContext, v: MountedVolume, pod: V1Pod): Promise<void> {
+  const { logger, metrics, pluginMgr, host } = ctx;
+  const log = {
+    pod: `${v.podNamespace}/${v.podName}`,
+    podUID: v.podUID,
+    volume: v.volumeName,
+    plugin: v.pluginName,
+  };
+  const plugin = pluginMgr.findPluginByName(v.pluginName);
+  const t0 = performance.now();
+  try {
+    if (isNodeExpandable(plugin)) await plugin.nodeExpand(v.spec, pod);
+    v.resizeRequired = false;
+  } catch (err) {
+    const seconds = (performance.now() - t0) / 1000;
+    const reason = reasonOf(err, 'ExpansionFailed');
+    metrics.operation(v.pluginName, 'volume_fs_resize', false, seconds);
+    metrics.operationError('volume_fs_resize', reason);
+    const message = (err as Error).message;
+    logger.warn(
+      { ...log, durationMs: Math.round(seconds * 1000), reason, err: message },
+      'NodeExpandVolume failed',
+    );
+    host
+      .getEventRecorder()
+      .eventf(
+        pod,
+        'Warning',
+        'FileSystemResizeFailed',
+        `MountVolume.NodeExpandVolume failed for volume "${v.volumeName}" : ${message}`,
+      );
+    throw err;
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  metrics.operation(v.pluginName, 'volume_fs_resize', true, seconds);
+  logger.info(
+    { ...log, durationMs: Math.round(seconds * 1000) },
+    'NodeExpandVolume of a mounted volume done',
+  );
 }

@@ -2,8 +2,9 @@
 // state when they changed, and marks remount-requiring volumes (tokens,
 // downwardAPI, configMaps...) for a refresh every sync period.
 import type { V1Pod } from '@kubernetes/client-node';
+import { isNodeExpandable } from '../../plugins/types.ts';
 import type { MountedVolume } from './actual-state.ts';
-import type { ClaimLookup } from './claims.ts';
+import { type ClaimLookup, claimNameOf } from './claims.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { adoptReconstructedVolumes } from './reconstruction.ts';
 
@@ -76,6 +77,34 @@ export class DesiredStateOfWorldPopulator {
     for (const uid of this.#claimEvents.keys()) if (!seen.has(uid)) this.#claimEvents.delete(uid);
   }
 
+  /**
+   * kubelet's online expansion trigger: a mounted volume whose claim's
+   * status.allocatedResourceStatuses.storage says NodeResizePending or
+   * NodeResizeInProgress is grown by its plugin while the pod runs (the plugin
+   * checks the sizes and updates the claim). Claims come from the watches, so
+   * this runs when a claim changes; a claim that did not change since the last
+   * attempt (a driver that refused with FailedPrecondition) is not tried again.
+   */
+  #markResizeRequired(): void {
+    const claims = this.#o.claims;
+    if (!claims) return;
+    const { asw, pluginMgr } = this.#ctx;
+    for (const v of asw.all()) {
+      if (v.state !== 'mounted' || !v.spec.persistentVolume || !v.spec.volume) continue;
+      const plugin = pluginMgr.findPluginByName(v.pluginName);
+      if (!isNodeExpandable(plugin)) continue;
+      const name = claimNameOf({ metadata: { name: v.podName } }, v.spec.volume);
+      if (!name) continue;
+      const claim = claims.claim(v.podNamespace, name).object;
+      const status = claim?.status?.allocatedResourceStatuses?.storage;
+      if (status !== 'NodeResizePending' && status !== 'NodeResizeInProgress') continue;
+      const rv = claim?.metadata?.resourceVersion ?? '';
+      if (v.resizeSeen === rv) continue;
+      v.resizeSeen = rv;
+      v.resizeRequired = true;
+    }
+  }
+
   /** One populator pass, run at the start of every reconciler pass. True when the desired state was rebuilt. */
   populate(): boolean {
     const { dsw, asw, pluginMgr, host } = this.#ctx;
@@ -84,6 +113,7 @@ export class DesiredStateOfWorldPopulator {
       this.#podsDirty = false;
       const changed = dsw.replace(this.#o.pods(), pluginMgr, host, this.#o.claims);
       adoptReconstructedVolumes(this.#ctx);
+      this.#markResizeRequired();
       for (const uid of changed) {
         asw.markRemountRequired(uid, (v) => dsw.volume(v.key)?.requiresRemount ?? false);
       }

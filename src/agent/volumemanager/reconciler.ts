@@ -5,7 +5,7 @@
 import type { MountedVolume } from './actual-state.ts';
 import type { VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
-import { mountVolume, unmountVolume } from './operation-generator.ts';
+import { expandVolume, mountVolume, unmountVolume } from './operation-generator.ts';
 
 /**
  * JSON with sorted keys and without null/undefined members: the same volume
@@ -81,7 +81,13 @@ export function mountVolumes(ctx: VolumeManagerContext): void {
     const v = asw.get(d.key);
     const change = v ? specChange(v, d) : 'none';
     if (change === 'restart') continue;
-    if (v && v.state === 'mounted' && !v.remountRequired && change === 'none') continue;
+    if (v && v.state === 'mounted' && !v.remountRequired && change === 'none') {
+      // kubelet's GenerateExpandInUseVolumeFunc: the claim asked for more room while the pod runs.
+      const pod = v.resizeRequired ? dsw.pod(d.podUID)?.pod : undefined;
+      if (v.resizeRequired && pod)
+        ctx.executor.run(d.key, 'volume_fs_resize', () => expandVolume(ctx, v, pod));
+      continue;
+    }
     if (v?.state === 'mounted') refreshes.push([d, v]);
     else start(ctx, d, v);
   }

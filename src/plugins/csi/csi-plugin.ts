@@ -25,11 +25,11 @@ import {
   type Attributes,
   type Mounter,
   type MounterArgs,
+  type NodeExpandableVolumePlugin,
   type Spec,
   specName,
   type Unmounter,
   VolumeError,
-  type VolumePlugin,
 } from '../types.ts';
 import { volumeByteSize } from '../util/quantity.ts';
 import { setVolumeOwnership } from '../volume-ownership.ts';
@@ -69,6 +69,14 @@ const kubeClient = () => import('@kubernetes/client-node');
 export { csiPluginName };
 
 const escapedName = escapeQualifiedName(csiPluginName);
+
+/** kubelet's knownResizeConditions: the claim conditions a finished resize clears. */
+const resizeConditions = new Set([
+  'Resizing',
+  'FileSystemResizePending',
+  'ControllerResizeError',
+  'NodeResizeError',
+]);
 
 export interface CSIPluginOptions {
   drivers: DriversStore;
@@ -207,7 +215,7 @@ export interface VolumeStatsSummary {
   inodesUsed: number;
 }
 
-export interface CSIPlugin extends VolumePlugin {
+export interface CSIPlugin extends NodeExpandableVolumePlugin {
   /** Unstages staged volumes that no pod directory refers to (kubelet leaks them). */
   cleanupOrphanedStagedVolumes(): Promise<string[]>;
   /**
@@ -418,6 +426,126 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     });
   }
 
+  /** The claim a PersistentVolume spec was resolved from: the pod's persistentVolumeClaim or generic ephemeral volume. */
+  function claimOf(spec: Spec, pod: V1Pod): string | undefined {
+    if (!spec.persistentVolume) return undefined;
+    if (spec.volume?.persistentVolumeClaim) return spec.volume.persistentVolumeClaim.claimName;
+    if (spec.volume?.ephemeral) return `${pod.metadata?.name ?? ''}-${spec.volume.name}`;
+    return undefined;
+  }
+
+  /**
+   * kubelet's nodeExpander (operationexecutor/node_expander.go), during mount
+   * and for a volume mounted while its pod runs: only when the claim's
+   * status.allocatedResourceStatuses.storage is NodeResizePending or
+   * NodeResizeInProgress and its status.capacity is below the
+   * PersistentVolume's. The claim is marked NodeResizeInProgress, then
+   * NodeExpandVolume (required bytes = the PV's capacity, the pod's target and
+   * the staging path, the node expand secrets), then the claim's capacity is
+   * the PV's, the resize status and resize conditions are cleared and the pod
+   * gets a FileSystemResizeSuccessful Event. A final error adds the
+   * NodeResizeError condition; FailedPrecondition does not fail the caller
+   * (kubelet: expansion must not block the mount); others are retried.
+   */
+  async function nodeExpand(
+    spec: Spec,
+    pod: V1Pod,
+    at: { client: CSIClient; caps: Set<NodeCapability>; target: string; globalmount: string },
+  ): Promise<void> {
+    const claimName = claimOf(spec, pod);
+    const kc = kubeConfig();
+    const pv = pvSource(spec);
+    const pvName = spec.persistentVolume?.metadata?.name ?? '';
+    if (!claimName || !kc || !pv || !at.caps.has('EXPAND_VOLUME')) return;
+    const ns = pod.metadata?.namespace ?? 'default';
+    const k8s = await kubeClient();
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    const fail = (what: string, err: unknown): never => {
+      throw new VolumeError(
+        'ExpansionFailed',
+        `MountVolume.NodeExpandVolume ${what}: ${(err as Error).message}`,
+      );
+    };
+    const pvc = await core
+      .readNamespacedPersistentVolumeClaim({ name: claimName, namespace: ns })
+      .catch((err: unknown) => fail(`failed to get PVC ${ns}/${claimName}`, err));
+    const resizeStatus = pvc.status?.allocatedResourceStatuses?.storage;
+    if (resizeStatus !== 'NodeResizePending' && resizeStatus !== 'NodeResizeInProgress') return;
+    // The PersistentVolume as it is now: the controller grew its capacity after the pod resolved it.
+    const current = await core
+      .readPersistentVolume({ name: pvName })
+      .catch((err: unknown) => fail(`failed to get PV ${pvName}`, err));
+    const newSize = current.spec?.capacity?.storage;
+    if (newSize === undefined) return;
+    const newBytes = volumeByteSize(String(newSize), 'capacity');
+    const statusSize = pvc.status?.capacity?.storage;
+    if (statusSize !== undefined && volumeByteSize(String(statusSize), 'capacity') >= newBytes) return;
+    const patch = (body: object) =>
+      core.patchNamespacedPersistentVolumeClaimStatus(
+        { name: claimName, namespace: ns, body },
+        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+      );
+    let rv = pvc.metadata?.resourceVersion;
+    if (resizeStatus !== 'NodeResizeInProgress') {
+      // kubelet's MarkNodeExpansionInProgress, with its resourceVersion check.
+      const marked = await patch({
+        metadata: { resourceVersion: rv },
+        status: { allocatedResourceStatuses: { storage: 'NodeResizeInProgress' } },
+      }).catch((err: unknown) => fail('failed to mark node expansion in progress', err));
+      rv = marked.metadata?.resourceVersion;
+    }
+    const src = sourceOf(spec, pod.metadata?.uid ?? '', ns);
+    const secrets = await secretData(pv.nodeExpandSecretRef);
+    try {
+      await at.client.nodeExpandVolume({
+        volume_id: src.handle,
+        volume_path: at.target,
+        capacity_range: { required_bytes: String(newBytes), limit_bytes: '0' },
+        staging_target_path: at.globalmount,
+        // csiClient.NodeExpandVolume: fsType, mount flags and access mode; no mount group.
+        volume_capability: {
+          mount: { fs_type: src.fsType, mount_flags: src.mountOptions, volume_mount_group: '' },
+          access_mode: { mode: csiAccessMode(src.accessModes, at.caps.has('SINGLE_NODE_MULTI_WRITER')) },
+        },
+        secrets,
+      });
+    } catch (err) {
+      if (isFinalError(err)) {
+        // kubelet's MarkNodeExpansionFailedCondition: the other conditions stay.
+        const conditions = (pvc.status?.conditions ?? []).filter((c) => c.type !== 'NodeResizeError');
+        conditions.push({
+          type: 'NodeResizeError',
+          status: 'True',
+          lastTransitionTime: new Date(Math.floor(Date.now() / 1000) * 1000),
+          message: `failed to expand pvc with ${describeGrpcError(err)}`,
+        });
+        await patch({ status: { conditions } }).catch(() => {});
+      }
+      if (grpcCode(err) === Status.FAILED_PRECONDITION) return;
+      throw rpcError('NodeExpandVolume', err);
+    }
+    host
+      .getEventRecorder()
+      .eventf(
+        pod,
+        'Normal',
+        'FileSystemResizeSuccessful',
+        `MountVolume.NodeExpandVolume succeeded for volume "${pvName}" ${host.getNodeName()}`,
+      );
+    // kubelet's MarkFSResizeFinished: capacity, the storage resize status gone, resize conditions gone.
+    const others = Object.keys(pvc.status?.allocatedResourceStatuses ?? {}).filter((k) => k !== 'storage');
+    const conditions = pvc.status?.conditions ?? [];
+    const kept = conditions.filter((c) => !resizeConditions.has(c.type));
+    await patch({
+      metadata: { resourceVersion: rv },
+      status: {
+        capacity: { storage: String(newSize) },
+        allocatedResourceStatuses: others.length > 0 ? { storage: null } : null,
+        ...(kept.length !== conditions.length ? { conditions: kept.length > 0 ? kept : null } : {}),
+      },
+    }).catch((err: unknown) => fail('update pvc status failed', err));
+  }
+
   class CSIMounter implements Mounter {
     readonly #spec: Spec;
     readonly #pod: V1Pod;
@@ -551,7 +679,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
         if (isFinalError(err)) await removePublishDir(dir, target).catch(() => {});
         throw e;
       }
-      await this.#expandIfPending(client, src, caps, capability, target, globalmount);
+      await nodeExpand(this.#spec, pod, { client, caps, target, globalmount });
       const policy = driverObj?.spec?.fsGroupPolicy ?? 'ReadWriteOnceWithFSType';
       const accessModes = src.mode === 'Ephemeral' ? ['ReadWriteOnce'] : src.accessModes;
       if (
@@ -570,62 +698,6 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
           );
         }
       }
-    }
-
-    /**
-     * kubelet's expansion during mount: when the claim's allocatedResourceStatuses
-     * says NodeResizePending or NodeResizeInProgress, NodeExpandVolume (with the
-     * staging path and the node expand secrets), then the claim's status as
-     * kubelet leaves it (capacity = the volume's, the resize status cleared).
-     * FailedPrecondition does not fail the mount.
-     */
-    async #expandIfPending(
-      client: CSIClient,
-      src: Source,
-      caps: Set<NodeCapability>,
-      capability: VolumeCapability,
-      target: string,
-      globalmount: string,
-    ): Promise<void> {
-      const claimName =
-        this.#spec.volume?.persistentVolumeClaim?.claimName ??
-        (this.#spec.volume?.ephemeral ? `${this.#pod.metadata?.name}-${this.#spec.volume.name}` : undefined);
-      const kc = kubeConfig();
-      const pv = this.#spec.persistentVolume;
-      if (!claimName || !kc || !pv || src.mode !== 'Persistent' || !caps.has('EXPAND_VOLUME')) return;
-      const ns = this.#pod.metadata?.namespace ?? 'default';
-      const k8s = await kubeClient();
-      const core = kc.makeApiClient(k8s.CoreV1Api);
-      const pvc = await core.readNamespacedPersistentVolumeClaim({ name: claimName, namespace: ns });
-      const status = pvc.status?.allocatedResourceStatuses?.storage;
-      if (status !== 'NodeResizePending' && status !== 'NodeResizeInProgress') return;
-      const size = pv.spec?.capacity?.storage;
-      if (!size) return;
-      const bytes = volumeByteSize(String(size), 'capacity');
-      const secrets = await secretData(pvSource(this.#spec)?.nodeExpandSecretRef);
-      try {
-        await client.nodeExpandVolume({
-          volume_id: src.handle,
-          volume_path: target,
-          capacity_range: { required_bytes: String(bytes), limit_bytes: '0' },
-          staging_target_path: globalmount,
-          volume_capability: capability,
-          secrets,
-        });
-      } catch (err) {
-        if (grpcCode(err) === Status.FAILED_PRECONDITION) return;
-        throw rpcError('NodeExpandVolume', err);
-      }
-      await core.patchNamespacedPersistentVolumeClaimStatus(
-        {
-          name: claimName,
-          namespace: ns,
-          body: {
-            status: { capacity: { storage: String(size) }, allocatedResourceStatuses: { storage: null } },
-          },
-        },
-        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
-      );
     }
 
     /** kubelet's MountDevice: staging json first (even without STAGE_UNSTAGE), then NodeStageVolume. */
@@ -813,6 +885,24 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       return done;
     },
     phaseOf: (podUID, inner) => phases.get(`${podUID}/${inner}`),
+    /** Online expansion: a published volume grown while its pod runs (kubelet's GenerateExpandInUseVolumeFunc). */
+    async nodeExpand(spec, pod) {
+      const src = sourceOf(spec, pod.metadata?.uid ?? '', pod.metadata?.namespace ?? 'default');
+      if (src.mode !== 'Persistent') return;
+      checkDriverName(src.driver);
+      const inner = specName(spec);
+      checkSpecName(inner);
+      const dir = podVolumeDir(pod.metadata?.uid ?? '', inner);
+      if (!(await loadVolumeData(dir))) {
+        throw new VolumeError('ExpansionFailed', `volume ${inner} is not published at ${join(dir, 'mount')}`);
+      }
+      const client = clientFor(src.driver);
+      const caps = await capabilities(client);
+      const globalmount = caps.has('STAGE_UNSTAGE_VOLUME')
+        ? stagingPath(pluginDir(), src.driver, src.handle)
+        : '';
+      await nodeExpand(spec, pod, { client, caps, target: join(dir, 'mount'), globalmount });
+    },
     cancelCalls() {
       const n = inFlight;
       shutdown.abort();
