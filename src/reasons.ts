@@ -66,6 +66,11 @@ export const volumeReasons = {
   PersistentVolumeClaimMismatch: "the PersistentVolume's claimRef names another claim",
   BlockVolumeNotSupported: 'a block volume (volumeDevices), which podvol does not serve',
   VolumeModeMismatch: "the claim's volumeMode differs from the volume's",
+  NodeAffinityMismatch: "the PersistentVolume's required node affinity does not match this node",
+  // local PersistentVolumes.
+  LocalPathInvalid: "a local volume's path is empty, missing, or neither a directory nor a block device",
+  LocalBlockDeviceNotSupported:
+    'a local volume whose path is a block device (podvol does not format devices)',
   // CSI.
   DriverNotRegistered: 'the CSI driver has not registered on this node',
   InvalidDriverName: 'a CSI driver name that cannot name a directory',

@@ -4,6 +4,7 @@ import { downwardAPIPlugin } from './downwardapi.ts';
 import { emptyDirPlugin } from './emptydir.ts';
 import { hostPathPlugin } from './hostpath.ts';
 import { imagePlugin } from './image.ts';
+import { localVolumePlugin } from './local.ts';
 import { projectedPlugin } from './projected.ts';
 import { secretPlugin } from './secret.ts';
 import type { VolumePlugin } from './types.ts';
@@ -17,5 +18,6 @@ export function probeVolumePlugins(): VolumePlugin[] {
     secretPlugin(),
     projectedPlugin(),
     imagePlugin(),
+    localVolumePlugin(),
   ];
 }

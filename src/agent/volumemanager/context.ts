@@ -20,7 +20,12 @@ import type { Terminating } from './status.ts';
 export const VOLUME_STATS_PERIOD_MS = 60_000;
 
 export interface VolumeManagerMetrics {
-  operation(plugin: string, operation: 'volume_mount' | 'volume_unmount' | 'volume_fs_resize', ok: boolean, seconds: number): void;
+  operation(
+    plugin: string,
+    operation: 'volume_mount' | 'volume_unmount' | 'volume_fs_resize',
+    ok: boolean,
+    seconds: number,
+  ): void;
   operationError(operation: string, reason: VolumeReason): void;
   reconcile(seconds: number): void;
   reconstructed(ok: boolean): void;

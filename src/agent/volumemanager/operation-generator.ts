@@ -2,7 +2,8 @@
 // reconciler hands to the operation executor, with their metrics, logs and Events.
 import type { V1Pod } from '@kubernetes/client-node';
 import { UNRESPONSIVE_AFTER_MS, unresponsiveMounts } from '../../mount/deadline-stat.ts';
-import { isNodeExpandable, type MounterArgs, reasonOf } from '../../plugins/types.ts';
+import { isNodeExpandable, type MounterArgs, reasonOf, VolumeError } from '../../plugins/types.ts';
+import { nodeAffinityMismatch } from '../../plugins/util/node-affinity.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
 import { relativeBeneath } from '../../volumehost/safe-fs.ts';
 import type { MountedVolume } from './actual-state.ts';
@@ -68,6 +69,14 @@ export async function mountVolume(
     reconstructed: prev?.reconstructed ?? false,
   };
   try {
+    // kubelet's checkNodeAffinity, before anything is created for the volume.
+    const mismatch = spec.persistentVolume
+      ? nodeAffinityMismatch(spec.persistentVolume, {
+          name: host.getNodeName(),
+          labels: host.getNodeLabels(),
+        })
+      : undefined;
+    if (mismatch !== undefined) throw new VolumeError('NodeAffinityMismatch', mismatch);
     const mounter = pluginMgr.findPluginByName(pluginName).newMounter(spec, pod);
     // Owned first (see records.ts), then kubelet's makePodDataDirs: the pod, volumes and plugins directories, 0750.
     const fs = host.getFs();
@@ -110,7 +119,7 @@ export async function mountVolume(
         pod,
         'Warning',
         'FailedMount',
-        `MountVolume.SetUp failed for volume "${d.volumeName}" : ${message}`,
+        `${reason === 'NodeAffinityMismatch' ? 'MountVolume.NodeAffinity check failed' : 'MountVolume.SetUp failed'} for volume "${d.volumeName}" : ${message}`,
       );
     throw err;
   }

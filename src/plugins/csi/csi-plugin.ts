@@ -31,6 +31,7 @@ import {
   type Unmounter,
   VolumeError,
 } from '../types.ts';
+import { KeyedMutex } from '../util/keyed-mutex.ts';
 import { volumeByteSize } from '../util/quantity.ts';
 import { setVolumeOwnership } from '../volume-ownership.ts';
 import { type AccessMode, CSIClient, type NodeCapability, type VolumeCapability } from './client.ts';
@@ -189,21 +190,6 @@ function rpcError(call: string, err: unknown): VolumeError {
   );
   (e as VolumeError & { final?: boolean }).final = final;
   return e;
-}
-
-/** Runs `fn` after every earlier call with the same key has settled. */
-class KeyedMutex {
-  readonly #tails = new Map<string, Promise<unknown>>();
-  run<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const prev = this.#tails.get(key) ?? Promise.resolve();
-    const next = prev.then(fn, fn);
-    const tail = next.catch(() => {});
-    this.#tails.set(key, tail);
-    void tail.then(() => {
-      if (this.#tails.get(key) === tail) this.#tails.delete(key);
-    });
-    return next;
-  }
 }
 
 export interface VolumeStatsSummary {
