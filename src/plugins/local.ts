@@ -7,12 +7,11 @@
 // A path that is a block device (kubelet formats and mounts it under
 // plugins/kubernetes.io/local-volume/mounts/) is refused with a reason:
 // podvol does not format devices for local volumes.
-import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { resolveInRoot } from '../volumehost/hostroot.ts';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
-import { mkdirAllBeneath, relativeBeneath } from '../volumehost/safe-fs.ts';
+import { relativeBeneath } from '../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import {
   type Attributes,
@@ -79,14 +78,15 @@ export function localVolumePlugin(): VolumePlugin {
       if (hasBacksteps(path))
         throw new VolumeError('InvalidPath', `invalid path: ${path} must not contain '..'`);
       // The host's path, under --host-root when podvol runs in a container.
-      const source = await resolveInRoot(host.getHostRoot?.() ?? '/', path);
+      const source = await resolveInRoot(host.getHostRoot?.() ?? '/', path, host.getFs().ops);
       await locks.run(source, () => this.#setUpLocked(dir, source, args));
     }
 
     async #setUpLocked(dir: string, source: string, args: MounterArgs): Promise<void> {
-      let st: Awaited<ReturnType<typeof stat>>;
+      const fs = host.getFs();
+      let st: Awaited<ReturnType<typeof fs.ops.stat>>;
       try {
-        st = await stat(source);
+        st = await fs.ops.stat(source);
       } catch (err) {
         throw new VolumeError(
           'LocalPathInvalid',
@@ -120,8 +120,8 @@ export function localVolumePlugin(): VolumePlugin {
           );
       }
       // Nothing below is created through a symlink planted in the pod directory.
-      await mkdirAllBeneath(podsDir, relativeBeneath(podsDir, dirname(dir)), 0o750);
-      await mkdirAllBeneath(podsDir, relativeBeneath(podsDir, dir), 0o750);
+      await fs.mkdirAllBeneath(podsDir, relativeBeneath(podsDir, dirname(dir)), 0o750);
+      await fs.mkdirAllBeneath(podsDir, relativeBeneath(podsDir, dir), 0o750);
       const options = ['bind', ...(this.#spec.readOnly ? ['ro'] : [])];
       const mountOptions = [...options, ...(this.#spec.persistentVolume?.spec?.mountOptions ?? [])];
       try {
@@ -132,11 +132,19 @@ export function localVolumePlugin(): VolumePlugin {
         throw err;
       }
       if (!this.#spec.readOnly && refs.length === 0 && args.fsGroup !== undefined) {
+        const fsGroup = args.fsGroup;
         try {
-          await setVolumeOwnership(dir, args.fsGroup, {
-            readOnly: false,
-            fsGroupChangePolicy: args.fsGroupChangePolicy,
-          });
+          // Opened from the pods directory without following symlinks; the volume itself is the mount.
+          await fs.withDirBeneath(
+            podsDir,
+            relativeBeneath(podsDir, dir),
+            (d) =>
+              setVolumeOwnership(d, fsGroup, {
+                readOnly: false,
+                fsGroupChangePolicy: args.fsGroupChangePolicy,
+              }),
+            { crossMounts: 'last' },
+          );
         } catch (err) {
           throw new VolumeError(
             'FSGroupFailed',
