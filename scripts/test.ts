@@ -47,6 +47,8 @@ const missing = [
   ...(staticBusybox() ? [] : ['busybox-static']),
   // A real FUSE filesystem whose daemon the hung-filesystem chaos test stops (SIGSTOP).
   ...(has('bindfs') ? [] : ['bindfs']),
+  // The CSI test driver's loop-device backend formats with mkfs.ext4 and grows with resize2fs.
+  ...(has('mkfs.ext4', '-V') ? [] : ['e2fsprogs']),
 ];
 if (missing.length > 0 && process.getuid?.() === 0 && has('apt-get')) {
   console.log(`# installing ${missing.join(', ')}: apt-get install`);

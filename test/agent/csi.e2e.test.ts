@@ -3,6 +3,7 @@
 // the test registrar in <root>/plugins_registry, exactly as a CSI node plugin
 // DaemonSet with node-driver-registrar would be deployed next to podvol.
 import assert from 'node:assert/strict';
+import { readFileSync, statfsSync } from 'node:fs';
 import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -11,8 +12,12 @@ import { addNode } from '../apiserver/node.ts';
 import { startTestApiServer } from '../apiserver/server.ts';
 import {
   backingDir,
+  backingImage,
   type DriverConfig,
+  detachLoops,
+  loopDevicesOf,
   readCalls,
+  readFormats,
   startTestDriver,
   updateDriverConfig,
   writeDriverConfig,
@@ -1098,6 +1103,93 @@ csiTest(
 );
 
 csiTest(
+  'loop-device driver: NodeStage formats a new device once and mounts it, pods get binds of it, expansion grows the filesystem (or says why not)',
+  async (t) => {
+    const c = await csiCluster(t, {
+      driver: { backend: 'loop', capabilities: ['STAGE_UNSTAGE_VOLUME', 'EXPAND_VOLUME'] },
+    });
+    t.after(() => detachLoops(c.stateDir));
+    const { handle, pvName } = createClaim(c, 'blk', { fsType: 'ext4' });
+    const first = claimPod(c, 'one', 'blk');
+    const p = await c.start();
+    await mounted(p, 'one');
+    const staging = join(c.root, 'plugins', 'kubernetes.io', 'csi', DRIVER, sha256Hex(handle), 'globalmount');
+    const target = (uid: string) =>
+      join(c.root, 'pods', uid, 'volumes', 'kubernetes.io~csi', pvName, 'mount');
+    const table = await mountsBelow(c.root);
+    const stagingMount = table.find((m) => m.mountPoint === staging);
+    const [device] = await loopDevicesOf(backingImage(c.stateDir, handle));
+    assert.ok(device?.startsWith('/dev/loop'), `a loop device for the volume (${device})`);
+    assert.equal(stagingMount?.source, device);
+    assert.equal(stagingMount?.fsType, 'ext4');
+    const podMount = table.find((m) => m.mountPoint === target(first.metadata?.uid as string));
+    assert.equal(podMount?.fsType, 'ext4', 'the pod sees the staged filesystem');
+    assert.deepEqual(readFormats(c.stateDir), [{ volume_id: handle, device, fsType: 'ext4' }]);
+    await writeFile(join(target(first.metadata?.uid as string), 'kept'), 'on ext4');
+
+    // Last pod gone: unpublished, unstaged, the loop device detached.
+    deletePod(c, 'one');
+    await waitGone('staging directory', join(staging, '..'), 60_000);
+    assert.deepEqual(await loopDevicesOf(backingImage(c.stateDir, handle)), []);
+
+    // A new pod: the device has a filesystem now, so it is mounted, not formatted again.
+    const second = claimPod(c, 'two', 'blk');
+    await mounted(p, 'two');
+    assert.equal(readFormats(c.stateDir).length, 1, 'formatted once');
+    assert.equal(await readFile(join(target(second.metadata?.uid as string), 'kept'), 'utf8'), 'on ext4');
+
+    // Online expansion grows the real filesystem under the running pod.
+    const before = statfsSync(target(second.metadata?.uid as string));
+    const pv = c.api.store.mustGet('persistentvolumes', undefined, pvName);
+    c.api.store.update('persistentvolumes', {
+      ...pv,
+      spec: { ...(pv.spec as object), capacity: { storage: '64Mi' } },
+    });
+    c.api.store.update(
+      'persistentvolumeclaims',
+      {
+        ...c.api.store.mustGet('persistentvolumeclaims', 'default', 'blk'),
+        status: {
+          phase: 'Bound',
+          capacity: { storage: '32Mi' },
+          allocatedResourceStatuses: { storage: 'NodeResizePending' },
+        },
+      },
+      { subresource: 'status' },
+    );
+    type Claim = {
+      status?: { capacity?: { storage?: string }; conditions?: { type: string; message?: string }[] };
+    };
+    const claimNow = () => c.api.store.mustGet('persistentvolumeclaims', 'default', 'blk') as Claim;
+    if (canResizeMountedExt4()) {
+      await waitFor('the claim grown', () => claimNow().status?.capacity?.storage === '64Mi', 60_000);
+      const after = statfsSync(target(second.metadata?.uid as string));
+      assert.ok(
+        after.blocks * after.bsize > before.blocks * before.bsize * 1.5,
+        `filesystem grew: ${before.blocks * before.bsize} -> ${after.blocks * after.bsize} bytes`,
+      );
+    } else {
+      // Without CAP_SYS_RESOURCE (this VM) resize2fs cannot grow a mounted ext4: the driver's final
+      // error becomes the claim's NodeResizeError condition, and the pod keeps its mounted volume.
+      const failed = await waitFor(
+        'NodeResizeError on the claim',
+        () => claimNow().status?.conditions?.find((x) => x.type === 'NodeResizeError'),
+        60_000,
+      );
+      assert.match(
+        failed.message ?? '',
+        /^failed to expand pvc with rpc error: code = Internal desc = resize2fs \/dev\/loop\d+: /,
+      );
+      assert.equal(claimNow().status?.capacity?.storage, '32Mi');
+      assert.equal((await volumeOf(p, 'two'))?.state, 'mounted');
+    }
+    deletePod(c, 'two');
+    await waitGone('staging directory', join(staging, '..'), 60_000);
+    assert.deepEqual(await loopDevicesOf(backingImage(c.stateDir, handle)), []);
+  },
+);
+
+csiTest(
   'a hanging driver: the volume says it waits in NodePublishVolume, other pods mount, and SIGTERM is not held by the call',
   async (t) => {
     const c = await csiCluster(t, {
@@ -1133,6 +1225,12 @@ csiTest(
     assert.ok((await mountsBelow(c.root)).some((m) => m.mountPoint.endsWith(join(`pv-fine`, 'mount'))));
   },
 );
+
+/** CAP_SYS_RESOURCE (bit 24 of CapEff): what resize2fs needs to grow a mounted ext4. */
+function canResizeMountedExt4(): boolean {
+  const eff = /^CapEff:\s*([0-9a-f]+)$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? '0';
+  return (BigInt(`0x${eff}`) & (1n << 24n)) !== 0n;
+}
 
 /** For debugging: CSI_ONLY="a|b" runs only the scenarios whose names contain a or b (CI leaves it unset). */
 function csiTest(name: string, fn: (t: TestContext) => Promise<void>): void {

@@ -1,6 +1,11 @@
 // A CSI node plugin for tests: real gRPC (Identity and Node services) on a
 // unix socket; every volume is a real bind mount of a backing directory
-// (<stateDir>/backing/<sha256 of the volume id>). It reads its configuration
+// (<stateDir>/backing/<sha256 of the volume id>), or, with backend 'loop', a
+// block device: NodeStage attaches a loop device to a sparse file
+// (<stateDir>/backing/<sha256>.img), makes a filesystem on it if it has none
+// (mkfs, as kubelet's SafeFormatAndMount) and mounts it at the staging path;
+// NodePublish binds that into the pod; NodeUnstage unmounts and detaches;
+// NodeExpandVolume grows the file, the loop device and the filesystem. It reads its configuration
 // (capabilities, node info, injected errors and delays) from
 // <stateDir>/config.json on every call, so a test changes its behaviour while
 // it runs, in this process or in a child (test/csi/driver-main.ts), and it
@@ -9,15 +14,18 @@ import { createHash } from 'node:crypto';
 import {
   appendFileSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmdirSync,
   rmSync,
   statfsSync,
   statSync,
+  truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { execa } from 'execa';
 import { createLinuxMounter } from '../../src/mount/linux.ts';
 import { grpc, loadCSIProto } from '../../src/plugins/csi/grpc.ts';
 
@@ -38,6 +46,10 @@ export interface DriverConfig {
   /** Node capabilities by name (STAGE_UNSTAGE_VOLUME, GET_VOLUME_STATS, ...). */
   capabilities: string[];
   errors?: Record<string, InjectedError>;
+  /** 'bind' (default): a bind mount of a directory; 'loop': a loop device with a filesystem (needs STAGE_UNSTAGE_VOLUME). */
+  backend?: 'bind' | 'loop';
+  /** Size of a new loop backing file (default 32 MiB). */
+  loopSizeBytes?: number;
   /**
    * Milliseconds a method sleeps before answering (a hanging driver), by
    * method name, or `<method>/<volume_id>` for one volume only.
@@ -59,6 +71,52 @@ export const configPath = (stateDir: string) => join(stateDir, 'config.json');
 export const callsPath = (stateDir: string) => join(stateDir, 'calls.jsonl');
 export const backingDir = (stateDir: string, volumeID: string) =>
   join(stateDir, 'backing', createHash('sha256').update(volumeID).digest('hex'));
+export const backingImage = (stateDir: string, volumeID: string) => `${backingDir(stateDir, volumeID)}.img`;
+export const formatsPath = (stateDir: string) => join(stateDir, 'formats.jsonl');
+
+/** The filesystems the loop backend made: {volume_id, device, fsType}, one per mkfs. */
+export function readFormats(stateDir: string): { volume_id: string; device: string; fsType: string }[] {
+  try {
+    return readFileSync(formatsPath(stateDir), 'utf8')
+      .split('\n')
+      .filter((l) => l.length > 0)
+      .map((l) => JSON.parse(l));
+  } catch {
+    return [];
+  }
+}
+
+const toolTimeout = { timeout: 60_000 };
+
+/** Loop devices attached to `file` (losetup -j). */
+export async function loopDevicesOf(file: string): Promise<string[]> {
+  const r = await execa('losetup', ['--noheadings', '--output', 'NAME', '--associated', file], {
+    ...toolTimeout,
+    reject: false,
+  });
+  return r.exitCode === 0
+    ? r.stdout
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l !== '')
+    : [];
+}
+
+/** Detaches every loop device of a state directory's images (test clean-up; loop devices are not per namespace). */
+export async function detachLoops(stateDir: string): Promise<void> {
+  let names: string[] = [];
+  try {
+    names = readdirSync(join(stateDir, 'backing')).filter((n) => n.endsWith('.img'));
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    for (const dev of await loopDevicesOf(join(stateDir, 'backing', n))) {
+      await execa('umount', ['--all-targets', dev], { ...toolTimeout, reject: false });
+      await execa('losetup', ['--detach', dev], { ...toolTimeout, reject: false });
+    }
+  }
+}
 
 export function writeDriverConfig(stateDir: string, config: DriverConfig): void {
   mkdirSync(stateDir, { recursive: true });
@@ -103,6 +161,7 @@ interface Req {
   volume_path: string;
   readonly: boolean;
   capacity_range?: { required_bytes: string } | null;
+  volume_capability?: { mount?: { fs_type: string; mount_flags: string[] } | null } | null;
 }
 
 type Handler = (req: Req, cfg: DriverConfig) => Promise<object>;
@@ -151,13 +210,20 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
       if (!exists(req.staging_target_path))
         throw new CallError(3, `staging path ${req.staging_target_path} does not exist`);
       if (await isMounted(req.staging_target_path)) return {};
+      if (cfg.backend === 'loop') return stageLoop(req, cfg);
       const backing = backingDir(stateDir, req.volume_id);
       mkdirSync(backing, { recursive: true, mode: 0o777 });
       await mounter.mount(backing, req.staging_target_path, '', ['bind']);
       return {};
     },
-    NodeUnstageVolume: async (req) => {
+    NodeUnstageVolume: async (req, cfg) => {
+      const source = (await mounter.list()).find((m) => m.mountPoint === req.staging_target_path)?.source;
       await mounter.unmount(req.staging_target_path);
+      if (cfg.backend === 'loop') {
+        for (const dev of await loopDevicesOf(backingImage(stateDir, req.volume_id))) {
+          if (source === undefined || source === dev) await execa('losetup', ['--detach', dev], toolTimeout);
+        }
+      }
       return {};
     },
     NodePublishVolume: async (req, cfg) => {
@@ -205,8 +271,64 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
         volume_condition: null,
       };
     },
-    NodeExpandVolume: async (req) => ({ capacity_bytes: req.capacity_range?.required_bytes ?? '0' }),
+    NodeExpandVolume: async (req, cfg) => {
+      const bytes = Number(req.capacity_range?.required_bytes ?? 0);
+      if (cfg.backend === 'loop') {
+        // Online growth, as a real block driver: the device first, then the mounted filesystem.
+        const img = backingImage(stateDir, req.volume_id);
+        const [dev] = await loopDevicesOf(img);
+        if (!dev) throw new CallError(9, `volume ${req.volume_id} is not staged`);
+        if (bytes > statSync(img).size) truncateSync(img, bytes);
+        await execa('losetup', ['--set-capacity', dev], toolTimeout);
+        // Growing a mounted ext4 needs CAP_SYS_RESOURCE; without it the driver reports resize2fs' refusal.
+        const r = await execa('resize2fs', [dev], { ...toolTimeout, reject: false });
+        if (r.exitCode !== 0)
+          throw new CallError(13, `resize2fs ${dev}: ${r.stderr.trim().split('\n').at(-1)}`);
+      }
+      return { capacity_bytes: String(bytes) };
+    },
   };
+
+  /** The loop backend's NodeStage: attach, make a filesystem if there is none, mount. */
+  async function stageLoop(req: Req, cfg: DriverConfig): Promise<object> {
+    const img = backingImage(stateDir, req.volume_id);
+    mkdirSync(join(stateDir, 'backing'), { recursive: true });
+    if (!exists(img)) {
+      writeFileSync(img, '');
+      truncateSync(img, cfg.loopSizeBytes ?? 32 * 1024 * 1024);
+    }
+    const fsType = req.volume_capability?.mount?.fs_type || 'ext4';
+    if (!/^ext[234]$/.test(fsType)) throw new CallError(3, `fs_type ${fsType} is not supported`);
+    const dev =
+      (await loopDevicesOf(img))[0] ??
+      (await execa('losetup', ['--find', '--show', img], toolTimeout)).stdout.trim();
+    try {
+      // blkid exits 2 when it finds no filesystem: only then is the device formatted.
+      const probe = await execa('blkid', ['-p', '-s', 'TYPE', '-o', 'value', dev], {
+        ...toolTimeout,
+        reject: false,
+      });
+      if (probe.exitCode === 2) {
+        await execa(`mkfs.${fsType}`, ['-F', '-q', dev], toolTimeout);
+        appendFileSync(
+          formatsPath(stateDir),
+          `${JSON.stringify({ volume_id: req.volume_id, device: dev, fsType })}\n`,
+        );
+      } else if (probe.exitCode !== 0) {
+        throw new CallError(13, `blkid ${dev}: ${probe.stderr}`);
+      }
+      await mounter.mount(
+        dev,
+        req.staging_target_path,
+        fsType,
+        req.volume_capability?.mount?.mount_flags ?? [],
+      );
+    } catch (err) {
+      await execa('losetup', ['--detach', dev], { ...toolTimeout, reject: false });
+      throw err;
+    }
+    return {};
+  }
 
   // A delayed (hanging) call ends when the driver stops, as it would if the process died.
   const sleeping = new Set<() => void>();

@@ -165,12 +165,12 @@ export async function mountTable(): Promise<string[]> {
 /** Mount entries (id, mount point, fs type, super options) below `root`. */
 export async function mountsBelow(
   root: string,
-): Promise<{ id: string; mountPoint: string; fsType: string; superOptions: string }[]> {
+): Promise<{ id: string; mountPoint: string; fsType: string; source: string; superOptions: string }[]> {
   return (await mountTable())
     .map((line) => {
       const f = line.split(' ');
       const sep = f.indexOf('-');
-      return { id: f[0], mountPoint: f[4], fsType: f[sep + 1], superOptions: f[sep + 3] };
+      return { id: f[0], mountPoint: f[4], fsType: f[sep + 1], source: f[sep + 2], superOptions: f[sep + 3] };
     })
     .filter((m) => m.mountPoint.startsWith(`${root}/`));
 }
