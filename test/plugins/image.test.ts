@@ -38,7 +38,7 @@ test('an image volume is set up without touching the host and torn down the same
   setReady(true);
   await settle();
 
-  const model = vm.status()[0].volumes.find((v) => v.name === 'model');
+  const model = vm.status()[0]?.volumes.find((v) => v.name === 'model');
   assert.deepEqual(
     { state: model?.state, plugin: model?.plugin, path: model?.path, reason: model?.reason },
     { state: 'mounted', plugin: imagePluginName, path: '', reason: '' },

@@ -43,6 +43,8 @@ describe('writeAtomically layout', () => {
     assert.deepEqual(res, { changed: true });
 
     const [ts, ...others] = await tsDirs(dir);
+
+    assert.ok(ts !== undefined, 'a timestamped directory');
     assert.deepEqual(others, []);
     assert.match(ts, /^\.\.2024_05_01_10_00_00\.\d+$/);
     assert.equal((await stat(join(dir, ts))).mode & 0o7777, 0o755);
@@ -111,6 +113,7 @@ describe('writeAtomically updates', () => {
     const payload: Payload = { a: file('1'), 'd/b': file('2') };
     await writeAtomically(dir, payload);
     const [ts] = await tsDirs(dir);
+    assert.ok(ts !== undefined, 'a timestamped directory');
     const ino = (await stat(join(dir, ts))).ino;
     assert.deepEqual(await writeAtomically(dir, payload), { changed: false });
     assert.deepEqual(await tsDirs(dir), [ts]);
@@ -129,6 +132,7 @@ describe('writeAtomically updates', () => {
     const dir = await volume(t);
     await writeAtomically(dir, { a: file('1'), 'd/b': file('2') });
     const [ts] = await tsDirs(dir);
+    assert.ok(ts !== undefined, 'a timestamped directory');
     await rm(join(dir, 'a'));
     await rm(join(dir, 'd'));
     assert.deepEqual(await writeAtomically(dir, { a: file('1'), 'd/b': file('2') }), { changed: false });
@@ -161,6 +165,7 @@ describe('writeAtomically updates', () => {
     assert.deepEqual(await writeAtomically(dir, { a: file('1'), 'dir/x': file('3') }), { changed: true });
     assert.deepEqual(await visible(dir), ['a', 'dir']);
     const [ts] = await tsDirs(dir);
+    assert.ok(ts !== undefined, 'a timestamped directory');
     assert.deepEqual((await readdir(join(dir, ts, 'dir'))).sort(), ['x']);
     await assert.rejects(readFile(join(dir, 'dir/y')), { code: 'ENOENT' });
     // The user-visible entry "dir" is a link into ..data, untouched by pruning.
@@ -205,6 +210,7 @@ describe('writeAtomically updates', () => {
     const dir = await volume(t);
     await writeAtomically(dir, { a: file('1') });
     const [ts] = await tsDirs(dir);
+    assert.ok(ts !== undefined, 'a timestamped directory');
     await assert.rejects(
       writeAtomically(
         dir,
