@@ -14,7 +14,6 @@ import { createHash } from 'node:crypto';
 import {
   appendFileSync,
   mkdirSync,
-  readdirSync,
   readFileSync,
   renameSync,
   rmdirSync,
@@ -102,19 +101,23 @@ export async function loopDevicesOf(file: string): Promise<string[]> {
     : [];
 }
 
-/** Detaches every loop device of a state directory's images (test clean-up; loop devices are not per namespace). */
+/**
+ * Detaches every loop device backed by a file of a state directory (test
+ * clean-up: loop devices are not per mount namespace). Found through
+ * losetup's list, not the directory, so it works even after the temp
+ * directory went first (a back file then shows as "<path> (deleted)"); a
+ * device still in use is detached by the kernel once its last user goes.
+ */
 export async function detachLoops(stateDir: string): Promise<void> {
-  let names: string[] = [];
-  try {
-    names = readdirSync(join(stateDir, 'backing')).filter((n) => n.endsWith('.img'));
-  } catch {
-    return;
-  }
-  for (const n of names) {
-    for (const dev of await loopDevicesOf(join(stateDir, 'backing', n))) {
-      await execa('umount', ['--all-targets', dev], { ...toolTimeout, reject: false });
-      await execa('losetup', ['--detach', dev], { ...toolTimeout, reject: false });
-    }
+  const r = await execa('losetup', ['--list', '--noheadings', '--raw', '--output', 'NAME,BACK-FILE'], {
+    ...toolTimeout,
+    reject: false,
+  });
+  for (const line of r.stdout.split('\n')) {
+    const [dev, ...file] = line.trim().split(' ');
+    if (!dev || !file.join(' ').startsWith(`${join(stateDir, 'backing')}/`)) continue;
+    await execa('umount', ['--all-targets', '--lazy', dev], { ...toolTimeout, reject: false });
+    await execa('losetup', ['--detach', dev], { ...toolTimeout, reject: false });
   }
 }
 
