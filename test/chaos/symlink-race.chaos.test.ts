@@ -50,7 +50,11 @@ mountTest('chaos: symlinks swapped in during teardown never lead outside', async
     // The swapper may recreate entries faster than they go; the teardown retries until it wins.
     await new Promise((r) => setTimeout(r, 1000));
     swapper.kill('SIGKILL');
-    await waitGone('the pod directory', join(root, 'pods', `chaos-race-${i}`), 120_000);
+    // Generous: each teardown the swapper defeats doubles the backoff (0.5 s, 1 s, 2 s, ...).
+    await waitGone('the pod directory', join(root, 'pods', `chaos-race-${i}`), 300_000).catch(async (err) => {
+      const left = (await p.status()).pods.find((x) => x.uid === `chaos-race-${i}`);
+      throw new Error(`${(err as Error).message}; status: ${JSON.stringify(left)}`);
+    });
     teardown.push(performance.now() - t0);
   }
   const outside = await guard.changes();
