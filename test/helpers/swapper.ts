@@ -22,7 +22,9 @@ export function startSwapper(t: TestContext, tree: string, outside: string): Chi
       try { fs.symlinkSync(outside + '/f' + k, d + '.away/f0'); } catch {}
       try { fs.unlinkSync(d); } catch {}
       try { fs.renameSync(d + '.away', d); } catch {}
-      try { fs.mkdirSync(d, { recursive: true }); fs.writeFileSync(d + '/new' + (i % 7), 'x'); } catch {}
+      // Never mkdir -p: a process in a container cannot bring back the host's pod directory
+      // once podvol has removed it, and a recreated one would be a directory podvol never made.
+      try { try { fs.mkdirSync(d); } catch (e) { if (e.code !== 'EEXIST') throw e; } fs.writeFileSync(d + '/new' + (i % 7), 'x'); } catch {}
       if (i % 50 === 0) { try { fs.symlinkSync(outside, tree + '/top' + (i % 3)); } catch {} }
     }`;
   const child = spawn(process.execPath, ['-e', code, tree, outside], { stdio: 'ignore' });
