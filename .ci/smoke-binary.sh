@@ -91,8 +91,11 @@ pods=$(echo "$root"/pods/*)
 grep -q " $pods/volumes/kubernetes.io~empty-dir/cache .* - tmpfs " /proc/self/mountinfo || fail "tmpfs emptyDir not mounted"
 "$bin" status --server "$url" | grep -q '^default *smoke-smoke-node *cache *kubernetes.io/empty-dir *mounted' ||
   fail "podvol status: $("$bin" status --server "$url")"
-"$bin" plan -f "$work/pod.yaml" --root-dir "$root" --node-name smoke-node | grep -q 'mount -t tmpfs' ||
+# The plan starts from this host's mount table: against the running daemon's root everything is
+# already mounted and nothing would be; a fresh root directory plans the mounts.
+"$bin" plan -f "$work/pod.yaml" --root-dir "$work/plan-root" --node-name smoke-node | grep -q 'mount -t tmpfs' ||
   fail "podvol plan"
+[[ ! -e $work/plan-root ]] || fail "podvol plan created its root directory"
 
 second=0
 "$bin" run --pod-manifest-path "$work/pod.yaml" --root-dir "$root" --listen 127.0.0.1:0 --runtime-socket '' \
