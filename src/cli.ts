@@ -3,7 +3,7 @@
 // line in `commands`. A bad flag or value is a usage error: one line on
 // stderr and exit code 2, never a stack trace.
 import { Command, CommanderError } from 'commander';
-import type { CommandModule } from './cli/command.ts';
+import { type CommandModule, exitCodeOf } from './cli/command.ts';
 import { drainCommand } from './cli/drain.ts';
 import { mountsCommand } from './cli/mounts.ts';
 import { planCommand } from './cli/plan.ts';
@@ -11,6 +11,7 @@ import { runCommand } from './cli/run.ts';
 import { statusCommand } from './cli/status.ts';
 import { versionCommand } from './cli/version.ts';
 import { waitCommand } from './cli/wait.ts';
+import { errorMessage } from './errno.ts';
 import { version } from './version.ts';
 
 export { version };
@@ -66,8 +67,8 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       return 2;
     }
-    process.stderr.write(`podvol: ${(err as Error).message}\n`);
+    process.stderr.write(`podvol: ${errorMessage(err)}\n`);
     return 1;
   }
-  return (program.getOptionValue('exitCode') as number | undefined) ?? 0;
+  return exitCodeOf(program);
 }

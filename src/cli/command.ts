@@ -15,6 +15,12 @@ export function setExitCode(cmd: Command, code: number): void {
   (cmd.parent ?? cmd).setOptionValue('exitCode', code);
 }
 
+/** The exit code a command recorded with setExitCode (commander keeps option values untyped). */
+export function exitCodeOf(program: Command): number {
+  const code: unknown = program.getOptionValue('exitCode');
+  return typeof code === 'number' ? code : EXIT_OK;
+}
+
 /** Prints a one-line usage error and returns EXIT_USAGE, for checks commander cannot express. */
 export function usageError(message: string): number {
   process.stderr.write(`podvol: ${message} (run podvol --help for usage)\n`);

@@ -1,5 +1,6 @@
 // Errors of the mount layer. Everything here is safe to log: arguments are
 // stored already masked, so a MountError can go straight into an Event.
+import { errnoCode } from '../errno.ts';
 import type { MountHolder } from './holders.ts';
 
 /** errno codes that mean "something is mounted here but it is broken" (mount-utils IsCorruptedMnt). */
@@ -17,13 +18,13 @@ export const CORRUPTED_MOUNT_CODES: ReadonlySet<string> = new Set([
 
 /** True when `err` is an fs error whose code marks a corrupted (stale, disconnected) mount. */
 export function isCorruptedMountError(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && CORRUPTED_MOUNT_CODES.has(code);
+  const code = errnoCode(err);
+  return code !== undefined && CORRUPTED_MOUNT_CODES.has(code);
 }
 
 /** True for an fs error with code ENOENT. */
 export function isNotExistError(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === 'ENOENT';
+  return errnoCode(err) === 'ENOENT';
 }
 
 export type MountOperation = 'mount' | 'unmount' | 'probe';

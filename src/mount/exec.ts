@@ -2,6 +2,7 @@
 // (execa never uses a shell here) and always carry a timeout. The runner is a
 // plain function so tests can wrap it to count or fake what gets started.
 import { execa } from 'execa';
+import { errnoCode } from '../errno.ts';
 
 export interface RunRequest {
   /** Binary name or path, e.g. `mount`. */
@@ -60,14 +61,14 @@ export function createExecaRunner(): CommandRunner {
       timer.unref();
     });
     const finished = child.then((r): RunResult => {
-      const code = (r as { code?: unknown }).code;
+      const code = errnoCode(r);
       const spawnFailed = r.failed && r.exitCode === undefined && !r.timedOut && r.signal === undefined;
       return {
         exitCode: r.exitCode,
         signal: r.signal,
         output: typeof r.all === 'string' ? r.all : '',
         timedOut: r.timedOut,
-        spawnErrorCode: spawnFailed && typeof code === 'string' ? code : undefined,
+        spawnErrorCode: spawnFailed ? code : undefined,
       };
     });
     try {

@@ -5,15 +5,10 @@
 // directory in cleanupMountPoint), so plugin tests can use temp directories.
 import { lstat, realpath, rmdir, unlink } from 'node:fs/promises';
 import { posix, resolve } from 'node:path';
-import {
-  isCorruptedMountError,
-  isNotExistError,
-  MountError,
-  MountOptionError,
-  type OptionProblem,
-} from './errors.ts';
+import { errnoCode } from '../errno.ts';
+import { isCorruptedMountError, isNotExistError, MountError } from './errors.ts';
 import { isMountPointIn, mountContaining, mountPointMatches, searchMountRefs } from './mountinfo.ts';
-import { checkMountArguments, checkMountOptions } from './options.ts';
+import { validateMountRequest } from './options.ts';
 import type { Interface, MountCallOptions, MountInfo, UnmountOutcome } from './types.ts';
 
 export type FakeMethod = keyof Interface;
@@ -156,14 +151,7 @@ export class FakeMounter implements Interface {
       sensitiveOptions: [...sensitive],
       call: { ...call },
     });
-    if (this.#validate) {
-      const problems: OptionProblem[] = [
-        ...checkMountArguments({ source, target, fstype, mountFlags: call.mountFlags }),
-        ...checkMountOptions(fstype, options),
-        ...checkMountOptions(fstype, sensitive, { sensitive: true }),
-      ];
-      if (problems.length > 0) throw new MountOptionError(fstype, problems);
-    }
+    if (this.#validate) validateMountRequest(source, target, fstype, options, call);
     this.#throwInjected(target, 'mount');
     const mountPoint = resolve(target);
     if (this.#useFs) {
@@ -300,7 +288,7 @@ export class FakeMounter implements Interface {
     try {
       await rmdir(path);
     } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
+      const code = errnoCode(err);
       if (code === 'ENOTDIR') await unlink(path);
       else if (code !== 'ENOENT') throw err;
     }

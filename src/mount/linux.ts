@@ -3,8 +3,9 @@
 // and mount_helper_common.go.
 import { access, lstat, realpath, rmdir, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
+import { errnoCode } from '../errno.ts';
 import { type Logger, silentLogger } from '../logger.ts';
-import { isCorruptedMountError, MountError, MountOptionError, type OptionProblem } from './errors.ts';
+import { isCorruptedMountError, MountError, MountOptionError } from './errors.ts';
 import { type CommandRunner, createExecaRunner, type RunResult } from './exec.ts';
 import { findMountHolders, formatHolders } from './holders.ts';
 import {
@@ -14,7 +15,7 @@ import {
   readMountInfo,
   searchMountRefs,
 } from './mountinfo.ts';
-import { checkMountArguments, checkMountOptions, checkUnmountTarget, MASKED } from './options.ts';
+import { checkUnmountTarget, MASKED, validateMountRequest } from './options.ts';
 import { pathExists } from './probe.ts';
 import { detectSystemd, wrapInScope } from './systemd.ts';
 import type { Interface, MountCallOptions, MountInfo, UnmountOutcome } from './types.ts';
@@ -103,12 +104,7 @@ export class LinuxMounter implements Interface {
   ): Promise<void> {
     const sensitive = call.sensitiveOptions ?? [];
     const flags = call.mountFlags ?? [];
-    const problems: OptionProblem[] = [
-      ...checkMountArguments({ source, target, fstype, mountFlags: flags }),
-      ...checkMountOptions(fstype, options),
-      ...checkMountOptions(fstype, sensitive, { sensitive: true }),
-    ];
-    if (problems.length > 0) throw new MountOptionError(fstype, problems);
+    validateMountRequest(source, target, fstype, options, call);
 
     const systemd = !call.withoutSystemd && (await this.systemdAvailable());
     const all = [...options, ...sensitive];
@@ -354,7 +350,7 @@ export class LinuxMounter implements Interface {
     try {
       await this.#fs.rmdir(path);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw err;
+      if (errnoCode(err) !== 'ENOTDIR') throw err;
       await this.#fs.unlink(path);
     }
   }

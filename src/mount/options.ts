@@ -3,6 +3,7 @@
 // would smuggle in more options, CVE-2026-6437) and against a per-filesystem
 // allowlist, never a denylist. Nothing here runs a process.
 import { MountOptionError, type OptionProblem } from './errors.ts';
+import type { MountCallOptions } from './types.ts';
 
 /** How an option's value is checked: no value, any (already sanitized) value, a pattern, or a fixed set. */
 export type ValueRule = 'flag' | 'any' | RegExp | readonly string[];
@@ -242,14 +243,20 @@ function valueProblem(name: string, value: string | undefined, rule: ValueRule):
 }
 
 /** Every problem with `options` for `fstype`; an empty list means they may be used. */
+// Array.isArray does not narrow a readonly array out of a union (TypeScript #17002).
+function isNameList(x: readonly string[] | OptionTable): x is readonly string[] {
+  return Array.isArray(x);
+}
+
 export function checkMountOptions(
   fstype: string,
   options: readonly string[],
   opts: CheckOptions = {},
 ): OptionProblem[] {
-  const extra: OptionTable = Array.isArray(opts.extraAllowed)
-    ? Object.fromEntries(opts.extraAllowed.map((n) => [n, 'any' as const]))
-    : ((opts.extraAllowed as OptionTable | undefined) ?? {});
+  const extraAllowed = opts.extraAllowed ?? {};
+  const extra: OptionTable = isNameList(extraAllowed)
+    ? Object.fromEntries(extraAllowed.map((n) => [n, 'any' as const]))
+    : extraAllowed;
   const table: OptionTable = { ...allowedOptions(fstype), ...extra };
   const problems: OptionProblem[] = [];
   for (const option of options) {
@@ -338,6 +345,27 @@ export function checkMountArguments(parts: MountRequestParts): OptionProblem[] {
     }
   }
   return problems;
+}
+
+/**
+ * Every check a mount call gets before anything runs, for the real mounter and
+ * the fake alike (so a test that passes against the fake would pass against
+ * mount(8)): the command line's parts, the options, the sensitive options.
+ * Throws MountOptionError listing every problem.
+ */
+export function validateMountRequest(
+  source: string,
+  target: string,
+  fstype: string,
+  options: readonly string[],
+  call: MountCallOptions,
+): void {
+  const problems: OptionProblem[] = [
+    ...checkMountArguments({ source, target, fstype, mountFlags: call.mountFlags }),
+    ...checkMountOptions(fstype, options),
+    ...checkMountOptions(fstype, call.sensitiveOptions ?? [], { sensitive: true }),
+  ];
+  if (problems.length > 0) throw new MountOptionError(fstype, problems);
 }
 
 /** Checks a target path given to umount the same way. */

@@ -45,7 +45,7 @@ export async function pathExists(path: string, fs: PathProbeFs = realFs): Promis
       return { exists: true, corrupted: true, error: stale };
     }
     if (isCorruptedMountError(err))
-      return { exists: true, corrupted: true, error: err as NodeJS.ErrnoException };
+      return { exists: true, corrupted: true, error: err instanceof Error ? err : new Error(String(err)) };
     throw err;
   }
 }
