@@ -24,7 +24,8 @@ export async function resolveInRoot(
   const done: string[] = [];
   let hops = 0;
   while (pending.length > 0) {
-    const part = pending.shift() as string;
+    const part = pending.shift();
+    if (part === undefined) break;
     if (part === '..') {
       done.pop(); // clamped at the root
       continue;

@@ -15,6 +15,7 @@
 
 import { randomBytes } from 'node:crypto';
 import { isAbsolute, resolve, sep } from 'node:path';
+import { errnoCode } from '../errno.ts';
 import type * as mount from '../mount/types.ts';
 import type { VolumeReason } from '../reasons.ts';
 import {
@@ -64,7 +65,7 @@ export interface BeneathOptions {
 }
 
 function errno(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException | null)?.code;
+  return errnoCode(err);
 }
 
 /**

@@ -10,6 +10,7 @@
 // link nor entering a mount.
 import { lstat, mkdir, open, realpath, stat, writeFile } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
+import { errnoCode, errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import { VolumeError } from '../plugins/types.ts';
@@ -62,7 +63,7 @@ export const subpathTarget = (
   r: Pick<SubPathRequest, 'podUID' | 'volumeName' | 'containerName' | 'index'>,
 ) => join(podDir(root, r.podUID), SUBPATH_DIR, r.volumeName, r.containerName, String(r.index));
 
-const code = (err: unknown) => (err as NodeJS.ErrnoException)?.code;
+const code = (err: unknown) => errnoCode(err);
 
 export function createSubPather(o: { rootDir: string; mounter: mount.Interface; logger: Logger }): SubPather {
   const log = o.logger.child({ component: 'subpath' });
@@ -105,7 +106,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
           volume: req.volumeName,
           container: req.containerName,
           subPath: req.subPath,
-          err: (err as Error).message,
+          err: errorMessage(err),
         },
         what,
       );
@@ -260,10 +261,8 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
         } catch (err) {
           if (code(err) === 'ENOENT') continue;
           if (err instanceof UnsafePathError && err.kind !== 'mount') {
-            await volDir.fs
-              .unlink(volDir.child(c))
-              .catch((e) => errors.push(`${c}: ${(e as Error).message}`));
-          } else errors.push(`${c}: ${(err as Error).message}`);
+            await volDir.fs.unlink(volDir.child(c)).catch((e) => errors.push(`${c}: ${errorMessage(e)}`));
+          } else errors.push(`${c}: ${errorMessage(err)}`);
           continue;
         }
         try {
@@ -271,16 +270,14 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
             try {
               await cleanEntry(containerDir, entry);
             } catch (err) {
-              errors.push(
-                `error cleaning subpath mount ${containerDir.path}/${entry}: ${(err as Error).message}`,
-              );
+              errors.push(`error cleaning subpath mount ${containerDir.path}/${entry}: ${errorMessage(err)}`);
             }
           }
         } finally {
           await containerDir.close();
         }
         await volDir.fs.rmdir(volDir.child(c)).catch((err) => {
-          if (code(err) !== 'ENOENT') errors.push(`${volDir.path}/${c}: ${(err as Error).message}`);
+          if (code(err) !== 'ENOENT') errors.push(`${volDir.path}/${c}: ${errorMessage(err)}`);
         });
       }
     } finally {
@@ -311,7 +308,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
       if (code(err) === 'ENOENT') return;
       // A link or mount on the way keeps its UnsafePath reason for /status.
       if (err instanceof UnsafePathError) throw err;
-      throw new Error(`error reading subpaths of pod ${podUID}: ${(err as Error).message}`);
+      throw new Error(`error reading subpaths of pod ${podUID}: ${errorMessage(err)}`);
     }
     try {
       await cleanVolumeDir(subpaths, volumeName);

@@ -30,7 +30,17 @@ export interface CSIDriverLister {
   list(): V1CSIDriver[];
 }
 
-export interface VolumeHost {
+/** kubelet's ClusterTrustBundle lookups: the PEM text of the trust anchors, for projected clusterTrustBundle sources. */
+export interface TrustAnchorSource {
+  getTrustAnchorsByName(name: string, allowMissing: boolean): Promise<string>;
+  getTrustAnchorsBySigner(
+    signerName: string,
+    labelSelector: V1LabelSelector | undefined,
+    allowMissing: boolean,
+  ): Promise<string>;
+}
+
+export interface VolumeHost extends TrustAnchorSource {
   // Directories, laid out exactly as kubelet's.
   getPluginDir(pluginName: string): string;
   getVolumeDevicePluginDir(pluginName: string): string;
@@ -60,12 +70,6 @@ export interface VolumeHost {
     tr: AuthenticationV1TokenRequest,
   ) => Promise<AuthenticationV1TokenRequest>;
   deleteServiceAccountTokenFunc(): (podUID: string) => void;
-  getTrustAnchorsByName(name: string, allowMissing: boolean): Promise<string>;
-  getTrustAnchorsBySigner(
-    signerName: string,
-    labelSelector: V1LabelSelector | undefined,
-    allowMissing: boolean,
-  ): Promise<string>;
 
   getEventRecorder(): EventRecorder;
   csiDriverLister(): CSIDriverLister | undefined;

@@ -2,6 +2,8 @@
 // error) is classified: a stable reason, the HTTP code when there was one, and a
 // message naming the resource and the server. Callers decide on `reason` and
 // `code`, never on the wording of a message.
+
+import { errorMessage, fieldOf } from '../../errno.ts';
 import type { SourceReason } from '../../reasons.ts';
 import { ApiError, type ApiReason } from '../errors.ts';
 
@@ -25,15 +27,14 @@ export function statusMessage(body: unknown): string | undefined {
       return undefined;
     }
   }
-  const m = (b as { message?: unknown } | undefined)?.message;
+  const m = fieldOf(b, 'message');
   return typeof m === 'string' ? m : undefined;
 }
 
 /** Turn a client-node failure (ApiException, Watch error, fetch error) into a precise ReflectorError. */
 export function classifyError(what: string, server: string, err: unknown): ReflectorError {
-  const e = err as { body?: unknown; cause?: { code?: string; message?: string } } | undefined;
   const code = kubeErrorCode(err);
-  const detail = statusMessage(e?.body);
+  const detail = statusMessage(fieldOf(err, 'body'));
   const at = new Date();
   if (code === 401) {
     return {
@@ -61,19 +62,20 @@ export function classifyError(what: string, server: string, err: unknown): Refle
       message: `${what}: HTTP ${code} from ${server}${detail ? `: ${detail}` : ''}`,
     };
   }
-  const cause = e?.cause?.code ?? e?.cause?.message ?? (err as Error)?.message ?? String(err);
+  const cause = fieldOf(err, 'cause');
+  const causeText = [fieldOf(cause, 'code'), fieldOf(cause, 'message')].find((v) => typeof v === 'string');
   return {
     reason: 'Unreachable',
     at,
-    message: `${what}: cannot reach the API server at ${server}: ${cause}`,
+    message: `${what}: cannot reach the API server at ${server}: ${causeText ?? errorMessage(err)}`,
   };
 }
 
 /** HTTP status of a client-node ApiException or Watch error (`code` or `statusCode`). */
 export function kubeErrorCode(err: unknown): number | undefined {
-  if (typeof err !== 'object' || err === null) return undefined;
-  const e = err as { code?: unknown; statusCode?: unknown };
-  return typeof e.code === 'number' ? e.code : typeof e.statusCode === 'number' ? e.statusCode : undefined;
+  const code = fieldOf(err, 'code');
+  const statusCode = fieldOf(err, 'statusCode');
+  return typeof code === 'number' ? code : typeof statusCode === 'number' ? statusCode : undefined;
 }
 
 const STATUS_WORDS: Record<number, string> = {
@@ -94,13 +96,12 @@ const STATUS_WORDS: Record<number, string> = {
 export function describeKubeError(err: unknown): string {
   const code = kubeErrorCode(err);
   if (code !== undefined && typeof err === 'object' && err !== null && 'body' in err) {
-    const message = statusMessage((err as { body?: unknown }).body);
+    const message = statusMessage(err.body);
     if (message) return message;
     return `${STATUS_WORDS[code] ?? 'request failed'} (HTTP ${code})`;
   }
   if (err instanceof Error) {
-    const cause = (err as { cause?: unknown }).cause;
-    const causeText = cause instanceof Error ? cause.message : undefined;
+    const causeText = err.cause instanceof Error ? err.cause.message : undefined;
     return causeText && causeText !== err.message ? `${err.message}: ${causeText}` : err.message;
   }
   return String(err);

@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 
 export interface LoadKubeConfigOptions {
   /** Path to a kubeconfig file (--kubeconfig); wins over everything else. */
@@ -32,7 +33,7 @@ function fromFiles(files: string[], origin: string): KubeConfig {
         kc.mergeConfig(more, true);
       }
     } catch (err) {
-      throw new Error(`${origin}: cannot load kubeconfig ${file}: ${(err as Error).message}`);
+      throw new Error(`${origin}: cannot load kubeconfig ${file}: ${errorMessage(err)}`);
     }
   }
   return kc;

@@ -15,6 +15,7 @@ import {
   type V1CSINode,
   type V1CSINodeDriver,
 } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import { goMarshalMap } from '../../plugins/csi/gojson.ts';
 import type { NodeInfoManager } from '../../plugins/csi/registration.ts';
 import { describeKubeError, kubeErrorCode } from './api-errors.ts';
@@ -52,7 +53,7 @@ export function createCSINodeInfoManager(kubeConfig: KubeConfig, nodeName: strin
         try {
           Object.assign(ids, JSON.parse(raw));
         } catch (err) {
-          throw new Error(`failed to parse node annotation "${nodeIDAnnotation}": ${(err as Error).message}`);
+          throw new Error(`failed to parse node annotation "${nodeIDAnnotation}": ${errorMessage(err)}`);
         }
       }
       change(ids);

@@ -13,6 +13,7 @@ import {
   type V1ObjectReference,
   type V1Pod,
 } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import type { EventRecorder } from '../types.ts';
 import { describeKubeError, kubeErrorCode } from './api-errors.ts';
@@ -108,44 +109,24 @@ interface PendingEvent {
   event: CoreV1Event;
 }
 
-function eventKey(e: CoreV1Event): string {
+/** The source and involved object of an event: client-go's spam key, and the start of its other keys. */
+function sourceAndObject(e: CoreV1Event): (string | undefined)[] {
   const o = e.involvedObject;
-  return [
-    e.source?.component,
-    e.source?.host,
-    o.kind,
-    o.namespace,
-    o.name,
-    o.fieldPath,
-    o.uid,
-    o.apiVersion,
-    e.type,
-    e.reason,
-    e.message,
-  ].join('');
+  return [e.source?.component, e.source?.host, o.kind, o.namespace, o.name, o.uid, o.apiVersion];
+}
+
+// The keys only ever meet keys built here, so the order of the fields is ours; the set is client-go's.
+function eventKey(e: CoreV1Event): string {
+  return [...sourceAndObject(e), e.involvedObject.fieldPath, e.type, e.reason, e.message].join('');
 }
 
 function spamKey(e: CoreV1Event): string {
-  const o = e.involvedObject;
-  return [e.source?.component, e.source?.host, o.kind, o.namespace, o.name, o.uid, o.apiVersion].join('');
+  return sourceAndObject(e).join('');
 }
 
 function aggregateKeys(e: CoreV1Event): [aggregateKey: string, localKey: string] {
-  const o = e.involvedObject;
   return [
-    [
-      e.source?.component,
-      e.source?.host,
-      o.kind,
-      o.namespace,
-      o.name,
-      o.uid,
-      o.apiVersion,
-      e.type,
-      e.reason,
-      e.reportingComponent,
-      e.reportingInstance,
-    ].join(''),
+    [...sourceAndObject(e), e.type, e.reason, e.reportingComponent, e.reportingInstance].join(''),
     e.message ?? '',
   ];
 }
@@ -413,7 +394,7 @@ export function createEventBroadcaster(opts: EventBroadcasterOptions): EventBroa
             queued--;
           });
       } catch (err) {
-        logger?.error({ err: (err as Error).message }, 'Unable to record event');
+        logger?.error({ err: errorMessage(err) }, 'Unable to record event');
       }
     },
 

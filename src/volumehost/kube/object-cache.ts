@@ -32,15 +32,20 @@ interface Entry<T extends KubeObject> {
 
 type Kind = 'secret' | 'configmap';
 
+/** Lists the objects of one kind in a namespace (the factories below give the typed call). */
+type ListNamespaced<T> = (core: CoreV1Api, namespace: string, o: ListOptions) => Promise<KubeList<T>>;
+
 export class ObjectCache<T extends Cacheable> {
   private readonly kind: Kind;
+  private readonly listNamespaced: ListNamespaced<T>;
   private readonly opts: ObjectCacheOptions;
   private readonly core: CoreV1Api;
   private readonly entries = new Map<string, Entry<T>>();
   private readonly listeners = new Set<(namespace: string, name: string) => void>();
 
-  constructor(kind: Kind, opts: ObjectCacheOptions) {
+  constructor(kind: Kind, listNamespaced: ListNamespaced<T>, opts: ObjectCacheOptions) {
     this.kind = kind;
+    this.listNamespaced = listNamespaced;
     this.opts = opts;
     this.core = opts.kubeConfig.makeApiClient(CoreV1Api);
   }
@@ -125,12 +130,7 @@ export class ObjectCache<T extends Cacheable> {
   private newReflector(namespace: string, name: string): Reflector<T> {
     const fieldSelector = `metadata.name=${name}`;
     const plural = this.kind === 'secret' ? 'secrets' : 'configmaps';
-    // T is V1Secret for 'secret' and V1ConfigMap for 'configmap' (see the factories below).
-    const list = (this.kind === 'secret'
-      ? (o: ListOptions) => this.core.listNamespacedSecret({ namespace, ...o })
-      : (o: ListOptions) => this.core.listNamespacedConfigMap({ namespace, ...o })) as unknown as (
-      o: ListOptions,
-    ) => Promise<KubeList<T>>;
+    const list = (o: ListOptions) => this.listNamespaced(this.core, namespace, o);
     return new Reflector<T>({
       name: `${this.kind} ${namespace}/${name}`,
       kubeConfig: this.opts.kubeConfig,
@@ -148,9 +148,17 @@ export class ObjectCache<T extends Cacheable> {
 }
 
 export function newSecretCache(opts: ObjectCacheOptions): ObjectCache<V1Secret> {
-  return new ObjectCache<V1Secret>('secret', opts);
+  return new ObjectCache<V1Secret>(
+    'secret',
+    (core, namespace, o) => core.listNamespacedSecret({ namespace, ...o }),
+    opts,
+  );
 }
 
 export function newConfigMapCache(opts: ObjectCacheOptions): ObjectCache<V1ConfigMap> {
-  return new ObjectCache<V1ConfigMap>('configmap', opts);
+  return new ObjectCache<V1ConfigMap>(
+    'configmap',
+    (core, namespace, o) => core.listNamespacedConfigMap({ namespace, ...o }),
+    opts,
+  );
 }

@@ -10,6 +10,7 @@
 import type { KubeConfig, V1ListMeta } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
 import { type Clock, systemClock, type Timer } from '../../clock.ts';
+import { fieldOf } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import { classifyError, type ReflectorError } from './api-errors.ts';
 import { type KubeObject, type ReflectorEvent, Store } from './store.ts';
@@ -331,23 +332,24 @@ export class Reflector<T extends KubeObject> {
         this.lastEvent = new Date(this.clock.now());
         kick();
         if (type === 'ERROR') {
-          const status = obj as { code?: number };
-          if (status?.code === 410) expired = true;
-          else watchError = { code: status?.code, body: obj };
+          const code = fieldOf(obj, 'code');
+          if (code === 410) expired = true;
+          else watchError = { code: typeof code === 'number' ? code : undefined, body: obj };
           // The server ends the stream after an ERROR; stop reading now.
           finish(expired ? { reason: 'expired', events } : { reason: 'error', events, err: watchError });
           return;
         }
         this.failures = 0;
         if (this.clearError() && type === 'BOOKMARK') this.emitChange();
+        // Cast: a watch event's object is of the watched kind (the API server's contract; client-node
+        // does not check it either); ERROR, the one event carrying a Status, was handled above.
         this.apply(type, obj as T);
       };
       const onDone = (err: unknown) => {
         if (settled) return;
         if (!err) return finish({ reason: 'closed', events });
-        const e = err as { name?: string; statusCode?: number };
-        if (e.name === 'TimeoutError') return finish({ reason: 'timeout', events });
-        if (e.statusCode === 410) return finish({ reason: 'expired', events });
+        if (fieldOf(err, 'name') === 'TimeoutError') return finish({ reason: 'timeout', events });
+        if (fieldOf(err, 'statusCode') === 410) return finish({ reason: 'expired', events });
         finish({ reason: 'error', events, err });
       };
       this.watcher

@@ -4,6 +4,7 @@
 // so every remount of a projected volume does not cost an API call.
 
 import { type AuthenticationV1TokenRequest, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import { ApiError } from '../errors.ts';
 import { kubeErrorCode, toApiError } from './api-errors.ts';
@@ -145,7 +146,7 @@ export function createTokenManager(opts: TokenManagerOptions): TokenManager {
     } catch (err) {
       if (!cached) throw toApiError(err, 'failed to fetch token: ');
       if (expired(cached.tr)) throw toApiError(err, `token ${key} expired and refresh failed: `);
-      logger?.warn({ cacheKey: key, err: (err as Error).message }, "Couldn't update token");
+      logger?.warn({ cacheKey: key, err: errorMessage(err) }, "Couldn't update token");
       return cached.tr;
     }
     if (!fresh.status?.token) {

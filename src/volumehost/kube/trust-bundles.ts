@@ -16,20 +16,16 @@ import {
   type V1LabelSelector,
   type V1ObjectMeta,
 } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import { ownValue } from '../../own.ts';
 import { ApiError } from '../errors.ts';
+import type { TrustAnchorSource } from '../types.ts';
 import { kubeErrorCode, toApiError } from './api-errors.ts';
 import { Reflector } from './reflector.ts';
 import { STANDALONE_TRUST_BUNDLE_ERROR } from './standalone.ts';
 
-export interface TrustBundleManager {
-  getTrustAnchorsByName(name: string, allowMissing: boolean): Promise<string>;
-  getTrustAnchorsBySigner(
-    signerName: string,
-    labelSelector: V1LabelSelector | undefined,
-    allowMissing: boolean,
-  ): Promise<string>;
+export interface TrustBundleManager extends TrustAnchorSource {
   /** Called with a bundle's name when the watch sees it added, changed or deleted. */
   onChange?(listener: (name: string) => void): () => void;
   stop?(): Promise<void>;
@@ -323,7 +319,7 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
           try {
             l(name);
           } catch (err) {
-            logger?.error({ err: (err as Error).message }, 'trust bundle listener threw');
+            logger?.error({ err: errorMessage(err) }, 'trust bundle listener threw');
           }
         }
       });
@@ -381,7 +377,7 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
       try {
         reqs = parseLabelSelector(labelSelector);
       } catch (err) {
-        throw new Error(`while parsing label selector: ${(err as Error).message}`);
+        throw new Error(`while parsing label selector: ${errorMessage(err)}`);
       }
       const selector = reqs === null ? '' : labelSelectorString(reqs);
       if (selector.length > MAX_LABEL_SELECTOR_LENGTH) {
