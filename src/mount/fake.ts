@@ -139,19 +139,19 @@ export class FakeMounter implements Interface {
     target: string,
     fstype: string,
     options: string[],
-    call: MountCallOptions = {},
+    call?: MountCallOptions,
   ): Promise<void> {
-    const sensitive = call.sensitiveOptions ?? [];
+    // Recorded as given, then checked exactly as LinuxMounter checks it.
     this.calls.push({
       method: 'mount',
       source,
       target,
       fstype,
       options: [...options],
-      sensitiveOptions: [...sensitive],
+      sensitiveOptions: [...(call?.sensitiveOptions ?? [])],
       call: { ...call },
     });
-    if (this.#validate) validateMountRequest(source, target, fstype, options, call);
+    if (this.#validate) validateMountRequest(source, target, fstype, options, call ?? {});
     this.#throwInjected(target, 'mount');
     const mountPoint = resolve(target);
     if (this.#useFs) {

@@ -3,6 +3,7 @@
 // wrapper under configMap/secret/downwardAPI/projected, named wrapped_<vol>.
 import { dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import { errnoCode, errorMessage } from '../errno.ts';
 import { TMPFS_MAGIC, tmpfsNoswapSupported } from '../mount/probe.ts';
 import type * as mount from '../mount/types.ts';
 import type { FsOps } from '../volumehost/fs.ts';
@@ -52,7 +53,7 @@ async function exists(fs: SafeFs, path: string): Promise<boolean> {
     await fs.ops.lstat(path);
     return true;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    if (errnoCode(err) === 'ENOENT') return false;
     throw err;
   }
 }
@@ -112,7 +113,7 @@ export async function mountMedium(
   try {
     notMnt = await mounter.isLikelyNotMountPoint(dir);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { medium: 'Default', mounted: false };
+    if (errnoCode(err) === 'ENOENT') return { medium: 'Default', mounted: false };
     throw err;
   }
   const type = await fs.statfsType(dir);
@@ -127,7 +128,7 @@ export async function mountMedium(
 
 /** The bare text of a quantity parse error, as Go's resource.ParseQuantity words it. */
 function goQuantityError(err: unknown): string {
-  return err instanceof QuantityError ? err.detail : (err as Error).message;
+  return err instanceof QuantityError ? err.detail : errorMessage(err);
 }
 
 /**
@@ -241,7 +242,7 @@ class EmptyDirMounter implements Mounter {
       try {
         notMnt = await mounter.isLikelyNotMountPoint(dir);
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        if (errnoCode(err) !== 'ENOENT') throw err;
       }
       if (medium === 'Memory' && !notMnt) return;
       if (medium === '') {

@@ -3,6 +3,7 @@
 // path and applies the HostPathType check, creating what *OrCreate asks for.
 import { dirname, join, resolve } from 'node:path';
 import type { V1HostPathVolumeSource } from '@kubernetes/client-node';
+import { errnoCode, errorMessage } from '../errno.ts';
 import { type DeadlineStat, statWithDeadline } from '../mount/deadline-stat.ts';
 import { type FsOps, nodeFsOps, O_APPEND, O_CREAT, O_WRONLY } from '../volumehost/fs.ts';
 import { resolveInRoot } from '../volumehost/hostroot.ts';
@@ -47,7 +48,7 @@ async function typeMatchedOrError(path: string, expected: FileType, description:
     if (err instanceof VolumeError) throw err;
     throw new VolumeError(
       'HostPathTypeMismatch',
-      `hostPath type check failed, ${path} is not a ${description}, unable to determine its type: ${(err as Error).message}`,
+      `hostPath type check failed, ${path} is not a ${description}, unable to determine its type: ${errorMessage(err)}`,
     );
   }
   if (actual !== expected) {
@@ -58,11 +59,13 @@ async function typeMatchedOrError(path: string, expected: FileType, description:
   }
 }
 
-const errnoOf = (err: unknown) => (err as NodeJS.ErrnoException).code;
+const errnoOf = (err: unknown) => errnoCode(err);
 
 /** A Node fs error worded as Go's *PathError: `<op> <path>: <strerror>`. */
 function goPathError(op: string, path: string, err: unknown): NodeJS.ErrnoException {
-  const text = (err as Error).message.replace(/^[A-Z0-9]+: /, '').replace(/, [a-z]+ '.*'$/, '');
+  const text = errorMessage(err)
+    .replace(/^[A-Z0-9]+: /, '')
+    .replace(/, [a-z]+ '.*'$/, '');
   const out: NodeJS.ErrnoException = new Error(`${op} ${path}: ${text}`);
   out.code = errnoOf(err);
   return out;
@@ -101,7 +104,7 @@ async function makeDir(fs: FsOps, path: string): Promise<void> {
   try {
     await mkdirAll(fs, path, 0o755);
   } catch (err) {
-    if (errnoOf(err) !== 'EEXIST') throw new VolumeError('HostPathCreateFailed', (err as Error).message);
+    if (errnoOf(err) !== 'EEXIST') throw new VolumeError('HostPathCreateFailed', errorMessage(err));
   }
 }
 

@@ -9,6 +9,7 @@
 // podvol does not format devices for local volumes.
 import { dirname } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import { errnoCode, errorMessage } from '../errno.ts';
 import { resolveInRoot } from '../volumehost/hostroot.ts';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
 import { relativeBeneath } from '../volumehost/safe-fs.ts';
@@ -90,7 +91,7 @@ export function localVolumePlugin(): VolumePlugin {
       } catch (err) {
         throw new VolumeError(
           'LocalPathInvalid',
-          `local volume path ${source}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or directory' : (err as Error).message}`,
+          `local volume path ${source}: ${errnoCode(err) === 'ENOENT' ? 'no such file or directory' : errorMessage(err)}`,
         );
       }
       if (st.isBlockDevice()) {
@@ -106,7 +107,7 @@ export function localVolumePlugin(): VolumePlugin {
       if (await mounter.isMountPoint(dir).catch(() => false)) return;
       // Other pods' bind mounts of the same directory: fsGroup ownership is applied by the first only.
       const podsDir = host.getPodsDir();
-      const refs = (await mounter.getMountRefs(source).catch(() => [] as string[])).filter((r) =>
+      const refs = (await mounter.getMountRefs(source).catch((): string[] => [])).filter((r) =>
         r.startsWith(`${podsDir}/`),
       );
       if (args.fsGroup !== undefined && refs.length > 0 && st.gid !== args.fsGroup) {
@@ -146,10 +147,7 @@ export function localVolumePlugin(): VolumePlugin {
             { crossMounts: 'last' },
           );
         } catch (err) {
-          throw new VolumeError(
-            'FSGroupFailed',
-            `applying fsGroup ${args.fsGroup}: ${(err as Error).message}`,
-          );
+          throw new VolumeError('FSGroupFailed', `applying fsGroup ${args.fsGroup}: ${errorMessage(err)}`);
         }
       }
     }

@@ -79,8 +79,8 @@ export function configMapPayload(
       return bytes === undefined ? undefined : fromBase64(bytes);
     },
     () => [
-      ...Object.entries(data).map(([k, v]) => [k, Buffer.from(v, 'utf8')] as [string, Uint8Array]),
-      ...Object.entries(binary).map(([k, v]) => [k, fromBase64(v)] as [string, Uint8Array]),
+      ...Object.entries(data).map(([k, v]): [string, Uint8Array] => [k, Buffer.from(v, 'utf8')]),
+      ...Object.entries(binary).map(([k, v]): [string, Uint8Array] => [k, fromBase64(v)]),
     ],
     defaultMode,
     optional,
@@ -101,7 +101,7 @@ export function secretPayload(
       const value = ownValue(data, k);
       return value === undefined ? undefined : fromBase64(value);
     },
-    () => Object.entries(data).map(([k, v]) => [k, fromBase64(v)] as [string, Uint8Array]),
+    () => Object.entries(data).map(([k, v]): [string, Uint8Array] => [k, fromBase64(v)]),
     defaultMode,
     optional,
     (k) => `references non-existent secret key: ${k}`,

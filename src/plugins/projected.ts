@@ -2,6 +2,7 @@
 // and clusterTrustBundle sources merged into one tmpfs-backed volume. Errors
 // of all sources are collected; any one fails the SetUp, as in kubelet.
 import type { V1Pod, V1ProjectedVolumeSource } from '@kubernetes/client-node';
+import { errorMessage } from '../errno.ts';
 import { ApiError } from '../volumehost/errors.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { withHostIP } from './downwardapi.ts';
@@ -116,9 +117,9 @@ export async function collectProjectedData(
   if (errors.length === 1)
     throw errors[0] instanceof VolumeError
       ? errors[0]
-      : new VolumeError('ProjectionFailed', String((errors[0] as Error).message));
+      : new VolumeError('ProjectionFailed', errorMessage(errors[0]));
   if (errors.length > 1) {
-    const message = `[${errors.map((e) => (e as Error).message).join(', ')}]`;
+    const message = `[${errors.map((e) => errorMessage(e)).join(', ')}]`;
     throw new VolumeError(reasonOf(errors[0], 'ProjectionFailed'), message);
   }
   return payload;

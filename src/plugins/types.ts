@@ -2,6 +2,7 @@
 // a reader who knows kubelet finds their way. Device-mountable and attachable
 // plugins (CSI) extend VolumePlugin with the optional interfaces at the bottom.
 import type { V1PersistentVolume, V1Pod, V1Volume } from '@kubernetes/client-node';
+import { fieldOf } from '../errno.ts';
 import { isVolumeReason, type VolumeReason } from '../reasons.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 
@@ -83,7 +84,7 @@ export interface NodeExpandableVolumePlugin extends VolumePlugin {
 }
 
 export const isNodeExpandable = (p: VolumePlugin): p is NodeExpandableVolumePlugin =>
-  typeof (p as Partial<NodeExpandableVolumePlugin>).nodeExpand === 'function';
+  'nodeExpand' in p && typeof p.nodeExpand === 'function';
 
 /** An error that knows its reason, one of the catalogue in src/reasons.ts. */
 export class VolumeError extends Error {
@@ -101,6 +102,6 @@ export class VolumeError extends Error {
  */
 export function reasonOf(err: unknown, fallback: VolumeReason): VolumeReason {
   if (err instanceof VolumeError) return err.reason;
-  const reason = (err as { reason?: unknown } | null)?.reason;
+  const reason = fieldOf(err, 'reason');
   return isVolumeReason(reason) ? reason : fallback;
 }

@@ -98,13 +98,19 @@ function checkSource(kind: string, src: unknown, field: string, add: Add): void 
   }
 }
 
+/** The pod's spec as the document it came from: validation trusts none of client-node's types. */
+function untypedSpec(pod: V1Pod): Obj {
+  const spec: unknown = pod.spec;
+  return isObj(spec) ? spec : {};
+}
+
 interface ContainerList {
   field: string;
   containers: unknown;
 }
 
 function containerLists(pod: V1Pod): ContainerList[] {
-  const spec: Obj = isObj(pod.spec) ? (pod.spec as Obj) : {};
+  const spec = untypedSpec(pod);
   return [
     { field: 'spec.containers', containers: spec.containers },
     { field: 'spec.initContainers', containers: spec.initContainers },
@@ -177,7 +183,7 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
   if (tooMany) {
     // Nothing of such a pod is set up: each volume carries the one reason, and
     // no per-volume work (validation, plugin lookup) is spent on it.
-    const vols = (pod.spec?.volumes ?? []) as unknown[];
+    const vols: unknown[] = pod.spec?.volumes ?? [];
     vols.forEach((v, i) => {
       const name = isObj(v) && typeof v.name === 'string' && v.name !== '' ? v.name : `spec.volumes[${i}]`;
       problems.set(name, tooMany);
@@ -195,7 +201,7 @@ export function validatePodVolumes(pod: V1Pod): Map<string, VolumeProblem> {
       }
     };
 
-  const spec: Obj = isObj(pod.spec) ? (pod.spec as Obj) : {};
+  const spec = untypedSpec(pod);
   const volumes = spec.volumes ?? [];
   const names = new Set<string>();
   if (!Array.isArray(volumes)) {

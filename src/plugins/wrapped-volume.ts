@@ -2,6 +2,7 @@
 // downwardAPI, projected): an emptyDir wrapper named wrapped_<vol> (tmpfs for
 // secret-bearing plugins) holds files written by the atomic writer.
 import type { V1Pod } from '@kubernetes/client-node';
+import { errorMessage } from '../errno.ts';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
 import { relativeBeneath, type SafeFs, UnsafePathError } from '../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
@@ -58,15 +59,16 @@ export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
       async (dir) => {
         await makeNestedMountpoints(s.volumeName, dir, s.pod);
         const logContext = `pod ${s.pod.metadata?.namespace}/${s.pod.metadata?.name} volume ${s.volumeName}`;
+        const fsGroup = s.args.fsGroup;
         await writeAtomically(dir, s.payload, {
           logContext,
           setPerms:
-            s.args.fsGroup === undefined
+            fsGroup === undefined
               ? undefined
               : // These volumes are read-only to containers (Attributes.ReadOnly), so kubelet
                 // adds only group-read: a 0600 token file becomes 0640, a 0644 file stays.
                 async () => {
-                  await setVolumeOwnership(dir, s.args.fsGroup as number, { readOnly: true });
+                  await setVolumeOwnership(dir, fsGroup, { readOnly: true });
                 },
         });
       },
@@ -80,7 +82,7 @@ export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
       await tearDownWrapped(s.host, s.volumeName, s.medium, s.pod.metadata?.uid ?? '', s.dir).catch(() => {});
     if (err instanceof VolumeError || err instanceof UnsafePathError) throw err;
     const invalid = err instanceof AtomicWriteError && err.invalidPayload;
-    throw new VolumeError(invalid ? 'InvalidPath' : 'WriteFailed', (err as Error).message, { cause: err });
+    throw new VolumeError(invalid ? 'InvalidPath' : 'WriteFailed', errorMessage(err), { cause: err });
   }
 }
 

@@ -3,7 +3,7 @@
 // mode a ClusterBackend supplies them.
 import { statfsSync } from 'node:fs';
 import { availableParallelism, hostname, networkInterfaces, totalmem } from 'node:os';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import type { VolumePluginMgr } from '../plugins/plugin-manager.ts';
@@ -20,7 +20,7 @@ export const standaloneError = 'not supported due to running podvol in standalon
 
 /** What cluster mode adds; every member is optional so tests can supply only what they need. */
 export interface ClusterBackend {
-  kubeClient?: unknown;
+  kubeClient?: KubeConfig;
   getSecret?: ReturnType<VolumeHost['getSecretFunc']>;
   getConfigMap?: ReturnType<VolumeHost['getConfigMapFunc']>;
   getServiceAccountToken?: ReturnType<VolumeHost['getServiceAccountTokenFunc']>;

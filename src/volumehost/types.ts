@@ -3,6 +3,7 @@
 // interface; the agent builds one per process (standalone or cluster-backed).
 import type {
   AuthenticationV1TokenRequest,
+  KubeConfig,
   V1ConfigMap,
   V1CSIDriver,
   V1LabelSelector,
@@ -49,7 +50,7 @@ export interface VolumeHost extends TrustAnchorSource {
   getPodPluginDir(podUID: string, escapedPluginName: string): string;
   getPodVolumeDeviceDir(podUID: string, escapedPluginName: string): string;
 
-  getKubeClient(): unknown | undefined;
+  getKubeClient(): KubeConfig | undefined;
   getMounter(): mount.Interface;
   /** The filesystem plugins create, change and remove things on (`podvol plan` hands them a recording one). */
   getFs(): SafeFs;

@@ -11,7 +11,6 @@
 import { mkdir, rm, rmdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type {
-  KubeConfig,
   StorageV1Api,
   V1CSIDriver,
   V1CSIPersistentVolumeSource,
@@ -19,6 +18,7 @@ import type {
   V1Pod,
   V1SecretReference,
 } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import { escapeQualifiedName } from '../../volumehost/paths.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import {
@@ -180,16 +180,26 @@ export function supportsFSGroup(
 
 /** A CSI gRPC failure as a VolumeError: final (the driver refused) or uncertain (it may still be working). */
 function rpcError(call: string, err: unknown): VolumeError {
-  const final = isFinalError(err);
-  const e = new VolumeError(
-    final ? 'CSICallFailed' : 'CSICallUncertain',
+  return new VolumeError(
+    isFinalError(err) ? 'CSICallFailed' : 'CSICallUncertain',
     `${call} failed: ${describeGrpcError(err)}`,
-    {
-      cause: err,
-    },
+    { cause: err },
   );
-  (e as VolumeError & { final?: boolean }).final = final;
-  return e;
+}
+
+/** What NodeStageVolume and NodePublishVolume both carry: the volume, its publish context, staging path and capability. */
+function volumeRequest(
+  src: Source,
+  publishContext: Record<string, string>,
+  stagingTargetPath: string,
+  capability: VolumeCapability,
+) {
+  return {
+    volume_id: src.handle,
+    publish_context: publishContext,
+    staging_target_path: stagingTargetPath,
+    volume_capability: capability,
+  };
 }
 
 export interface VolumeStatsSummary {
@@ -236,7 +246,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
   const pluginDir = () => host.getPluginDir(csiPluginName);
   const index = new VolumeIndex(() => ({ podsDir: host.getPodsDir(), pluginDir: pluginDir() }));
   const podVolumeDir = (podUID: string, inner: string) => host.getPodVolumeDir(podUID, escapedName, inner);
-  const kubeConfig = () => host.getKubeClient() as KubeConfig | undefined;
+  const kubeConfig = () => host.getKubeClient();
 
   function clientFor(driver: string): CSIClient {
     const d = o.drivers.get(driver);
@@ -289,10 +299,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       for (const [k, v] of Object.entries(s.data ?? {})) out[k] = Buffer.from(v, 'base64').toString('utf8');
       return out;
     } catch (err) {
-      throw new VolumeError(
-        'SecretNotFound',
-        `failed to get secret ${ns}/${ref.name}: ${(err as Error).message}`,
-      );
+      throw new VolumeError('SecretNotFound', `failed to get secret ${ns}/${ref.name}: ${errorMessage(err)}`);
     }
   }
 
@@ -328,7 +335,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       }
     } catch (err) {
       if (err instanceof VolumeError) throw err;
-      throw new VolumeError('AttachPending', `failed to read node ${node}: ${(err as Error).message}`);
+      throw new VolumeError('AttachPending', `failed to read node ${node}: ${errorMessage(err)}`);
     }
     const name = attachmentName(src.handle, src.driver, node);
     let va: Awaited<ReturnType<StorageV1Api['readVolumeAttachment']>>;
@@ -337,7 +344,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     } catch (err) {
       throw new VolumeError(
         'AttachPending',
-        `volume attachment ${name} is not available: ${(err as Error).message}`,
+        `volume attachment ${name} is not available: ${errorMessage(err)}`,
       );
     }
     if (va.metadata?.deletionTimestamp) {
@@ -447,10 +454,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     const k8s = await kubeClient();
     const core = kc.makeApiClient(k8s.CoreV1Api);
     const fail = (what: string, err: unknown): never => {
-      throw new VolumeError(
-        'ExpansionFailed',
-        `MountVolume.NodeExpandVolume ${what}: ${(err as Error).message}`,
-      );
+      throw new VolumeError('ExpansionFailed', `MountVolume.NodeExpandVolume ${what}: ${errorMessage(err)}`);
     };
     const pvc = await core
       .readNamespacedPersistentVolumeClaim({ name: claimName, namespace: ns })
@@ -650,11 +654,8 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       }
       try {
         await client.nodePublishVolume({
-          volume_id: src.handle,
-          publish_context: pubCtx,
-          staging_target_path: globalmount,
+          ...volumeRequest(src, pubCtx, globalmount, capability),
           target_path: target,
-          volume_capability: capability,
           readonly: src.readOnly,
           secrets,
           volume_context: volumeContext,
@@ -668,20 +669,19 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       await nodeExpand(this.#spec, pod, { client, caps, target, globalmount });
       const policy = driverObj?.spec?.fsGroupPolicy ?? 'ReadWriteOnceWithFSType';
       const accessModes = src.mode === 'Ephemeral' ? ['ReadWriteOnce'] : src.accessModes;
+      const fsGroup = args.fsGroup;
       if (
+        fsGroup !== undefined &&
         !caps.has('VOLUME_MOUNT_GROUP') &&
-        supportsFSGroup(policy, args.fsGroup, src.readOnly, src.fsType, accessModes)
+        supportsFSGroup(policy, fsGroup, src.readOnly, src.fsType, accessModes)
       ) {
         try {
-          await setVolumeOwnership(target, args.fsGroup as number, {
+          await setVolumeOwnership(target, fsGroup, {
             readOnly: src.readOnly,
             fsGroupChangePolicy: args.fsGroupChangePolicy,
           });
         } catch (err) {
-          throw new VolumeError(
-            'FSGroupFailed',
-            `applying fsGroup ${args.fsGroup}: ${(err as Error).message}`,
-          );
+          throw new VolumeError('FSGroupFailed', `applying fsGroup ${args.fsGroup}: ${errorMessage(err)}`);
         }
       }
     }
@@ -707,10 +707,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       const secrets = await secretData(src.stageSecretRef);
       try {
         await client.nodeStageVolume({
-          volume_id: src.handle,
-          publish_context: pubCtx,
-          staging_target_path: globalmount,
-          volume_capability: capability,
+          ...volumeRequest(src, pubCtx, globalmount, capability),
           secrets,
           volume_context: src.attributes,
         });
@@ -744,10 +741,11 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
           .catch((err: unknown) => {
             throw new VolumeError(
               'TokenRequestFailed',
-              `failed to request token for audience "${audience}": ${(err as Error).message}`,
+              `failed to request token for audience "${audience}": ${errorMessage(err)}`,
             );
           });
-        const exp = tr.status?.expirationTimestamp as unknown;
+        // client-node declares a Date; what a server sent may still be its RFC 3339 string.
+        const exp: unknown = tr.status?.expirationTimestamp;
         out[audience] = {
           token: tr.status?.token ?? '',
           expirationTimestamp:

@@ -8,7 +8,7 @@
 export function goString(s: string): string {
   let out = '"';
   for (const ch of s) {
-    const c = ch.codePointAt(0) as number;
+    const c = ch.codePointAt(0) ?? 0; // a string's iterator yields whole code points, never empty
     switch (ch) {
       case '"':
         out += '\\"';

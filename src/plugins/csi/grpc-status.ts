@@ -4,8 +4,8 @@
 // never loads @grpc/grpc-js and protobufjs (grpc.ts): they cost start-up time
 // and resident memory that a standalone node does not need.
 
-import type * as grpc from '@grpc/grpc-js';
 import { Status } from '@grpc/grpc-js/build/src/constants.js';
+import { errorMessage, fieldOf } from '../../errno.ts';
 import type { CSIProto } from './grpc.ts';
 
 /** The CSI proto, to be loaded when first needed. */
@@ -35,7 +35,7 @@ export const registrationCallTimeoutMs = 1_000;
 
 export function grpcCode(err: unknown): Status | undefined {
   if (err && typeof err === 'object' && 'code' in err && typeof err.code === 'number' && 'details' in err) {
-    return err.code as Status;
+    return err.code;
   }
   return undefined;
 }
@@ -63,9 +63,8 @@ export function isFinalError(err: unknown): boolean {
 /** kubelet's wording for a gRPC error: "rpc error: code = NotFound desc = ...". */
 export function describeGrpcError(err: unknown): string {
   const code = grpcCode(err);
-  if (code === undefined) return (err as Error)?.message ?? String(err);
-  const e = err as grpc.ServiceError;
-  return `rpc error: code = ${codeName(code)} desc = ${e.details}`;
+  if (code === undefined) return errorMessage(err);
+  return `rpc error: code = ${codeName(code)} desc = ${fieldOf(err, 'details')}`;
 }
 
 /** Go's codes.Code String(): "DeadlineExceeded", not grpc-js' "DEADLINE_EXCEEDED". */

@@ -8,6 +8,7 @@
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { fieldOf } from '../../errno.ts';
 
 const protoDir = join(import.meta.dirname, 'proto');
 
@@ -27,16 +28,26 @@ export interface CSIProto {
   Node: ServiceCtor;
 }
 
+/** The client constructor of the service at a dotted path of a loaded .proto (`csi.v1.Node`). */
+function serviceAt(pkg: grpc.GrpcObject, path: string): ServiceCtor {
+  const found = path.split('.').reduce<unknown>((node, part) => fieldOf(node, part), pkg);
+  if (!isServiceCtor(found)) throw new Error(`${path} is not a gRPC service of the loaded .proto`);
+  return found;
+}
+
+function isServiceCtor(v: unknown): v is ServiceCtor {
+  return typeof v === 'function' && 'service' in v;
+}
+
 export function loadCSIProto(): CSIProto {
   const def = protoLoader.loadSync(join(protoDir, 'csi.proto'), loaderOptions);
-  const pkg = grpc.loadPackageDefinition(def) as unknown as { csi: { v1: CSIProto } };
-  return pkg.csi.v1;
+  const pkg = grpc.loadPackageDefinition(def);
+  return { Identity: serviceAt(pkg, 'csi.v1.Identity'), Node: serviceAt(pkg, 'csi.v1.Node') };
 }
 
 export function loadRegistrationProto(): { Registration: ServiceCtor } {
   const def = protoLoader.loadSync(join(protoDir, 'pluginregistration.proto'), loaderOptions);
-  return (grpc.loadPackageDefinition(def) as unknown as { pluginregistration: { Registration: ServiceCtor } })
-    .pluginregistration;
+  return { Registration: serviceAt(grpc.loadPackageDefinition(def), 'pluginregistration.Registration') };
 }
 
 /**
@@ -62,10 +73,12 @@ export function unary<Req, Res>(
   timeoutMs: number,
   signal?: AbortSignal,
 ): Promise<Res> {
-  const fn = (client as unknown as Record<string, unknown>)[method];
+  const fn = fieldOf(client, method);
   if (typeof fn !== 'function') return Promise.reject(new Error(`no gRPC method ${method}`));
   return new Promise<Res>((resolve, reject) => {
     const cancel = () => call.cancel();
+    // Cast: grpc-js adds each method of the .proto to the client at run time, by name, with
+    // this signature (a unary call); the types of Req and Res are the caller's word for the .proto's.
     const call = (
       fn as (
         r: Req,

@@ -3,6 +3,8 @@
 // info and publishes that (CSINode, node annotation, topology labels) through
 // the NodeInfoManager. Any failure after the store was updated unregisters
 // the driver again, as kubelet does.
+
+import { errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import { CSIClient } from './client.ts';
 import { compareVersions, type DriversStore, highestSupportedVersion, parseVersion } from './drivers.ts';
@@ -103,10 +105,7 @@ export function csiRegistrationHandler(o: CSIRegistrationOptions): PluginHandler
       try {
         await o.nodeInfo.uninstallCSIDriver(name);
       } catch (err) {
-        log.error(
-          { driver: name, err: (err as Error).message },
-          'could not uninstall CSI driver from the node',
-        );
+        log.error({ driver: name, err: errorMessage(err) }, 'could not uninstall CSI driver from the node');
       }
     },
   };

@@ -3,6 +3,7 @@
 import { createHash } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errnoCode, errorMessage } from '../../errno.ts';
 import { VolumeError } from '../types.ts';
 import { goEncodeMap } from './gojson.ts';
 
@@ -73,19 +74,19 @@ export async function loadVolumeData(dir: string): Promise<Record<string, string
   try {
     text = await readFile(join(dir, volDataFileName), 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (errnoCode(err) === 'ENOENT') return undefined;
     throw err;
   }
   try {
-    const data = JSON.parse(text) as unknown;
+    const data: unknown = JSON.parse(text);
     if (!data || typeof data !== 'object' || Array.isArray(data)) throw new Error('not an object');
     return Object.fromEntries(
-      Object.entries(data as Record<string, unknown>).filter(([, v]) => typeof v === 'string'),
-    ) as Record<string, string>;
+      Object.entries(data).filter((e): e is [string, string] => typeof e[1] === 'string'),
+    );
   } catch (err) {
     throw new VolumeError(
       'CorruptVolumeData',
-      `failed to parse ${join(dir, volDataFileName)}: ${(err as Error).message}`,
+      `failed to parse ${join(dir, volDataFileName)}: ${errorMessage(err)}`,
     );
   }
 }

@@ -9,6 +9,7 @@
 // serialize writes per volume (kubelet's per-(volume,pod) operation key).
 import { randomBytes } from 'node:crypto';
 import { join, posix } from 'node:path';
+import { errnoCode, errorMessage } from '../../errno.ts';
 import { type FsOps, nodeFsOps, O_CREAT, O_NOFOLLOW, O_TRUNC, O_WRONLY } from '../../volumehost/fs.ts';
 import { removeAllBeneath, type SafeDir } from '../../volumehost/safe-fs.ts';
 
@@ -83,14 +84,14 @@ function validatePayload(payload: Payload): Map<string, CleanFile> {
 }
 
 function errno(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException)?.code;
+  return errnoCode(err);
 }
 
 export class AtomicWriteError extends Error {
   /** The payload itself was refused (a bad path), as opposed to a failure writing it. */
   readonly invalidPayload: boolean;
   constructor(context: string, step: string, cause?: unknown, invalidPayload = false) {
-    const detail = cause === undefined ? '' : `: ${(cause as Error)?.message ?? String(cause)}`;
+    const detail = cause === undefined ? '' : `: ${errorMessage(cause)}`;
     super(`${context ? `${context}: ` : ''}${step}${detail}`, { cause });
     this.name = 'AtomicWriteError';
     this.invalidPayload = invalidPayload;

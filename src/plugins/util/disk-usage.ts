@@ -6,6 +6,7 @@
 // for a directory it owns cannot send the walk elsewhere on the host.
 import type { BigIntStats } from 'node:fs';
 import { lstat, readdir, stat } from 'node:fs/promises';
+import { errnoCode, errorMessage } from '../../errno.ts';
 import { SafeDir } from '../../volumehost/safe-fs.ts';
 
 export interface UsageInfo {
@@ -17,7 +18,7 @@ export interface UsageInfo {
 const CONCURRENCY = 8;
 
 const gone = (err: unknown) => {
-  const code = (err as NodeJS.ErrnoException).code;
+  const code = errnoCode(err);
   return code === 'ENOENT' || code === 'ENOTDIR';
 };
 
@@ -49,7 +50,7 @@ export async function diskUsage(root: string): Promise<UsageInfo> {
           } catch (err) {
             // Deleted after its parent was read: kubelet ignores it too.
             if (gone(err)) continue;
-            throw new Error(`unable to count inodes for ${dir.path}/${name}: ${(err as Error).message}`);
+            throw new Error(`unable to count inodes for ${dir.path}/${name}: ${errorMessage(err)}`);
           }
           if (st.dev !== dev) continue; // another filesystem mounted below: not counted, not entered
           if (st.isDirectory()) subdirs.push(name);

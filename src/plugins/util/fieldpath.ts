@@ -13,6 +13,7 @@ import type {
   V1Pod,
   V1ResourceFieldSelector,
 } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import { ownValue } from '../../own.ts';
 import { cleanPath, type FileProjection } from './atomic-writer.ts';
 import { validateQualifiedName } from './names.ts';
@@ -142,7 +143,7 @@ function parseResource(value: string | number, what: string): Quantity {
     // YAML may hand numbers (`cpu: 1`) where the API has quantity strings.
     return parseQuantity(String(value));
   } catch (err) {
-    throw new Error(`${what}: ${(err as Error).message}`, { cause: err });
+    throw new Error(`${what}: ${errorMessage(err)}`, { cause: err });
   }
 }
 
@@ -173,7 +174,7 @@ export function downwardAPILimitDefaults(
   nodeAllocatable: Record<string, string>,
 ): Record<string, string> {
   if (!isPodLevelLimitsSet(pod)) return nodeAllocatable;
-  const podLimits = (pod.spec?.resources?.limits ?? {}) as ResourceList;
+  const podLimits: ResourceList = pod.spec?.resources?.limits ?? {};
   const out = { ...nodeAllocatable };
   for (const name of DEFAULTED_LIMITS) {
     if (!isSupportedPodLevelResource(name)) continue;
@@ -199,8 +200,8 @@ export function extractResourceValue(
 ): string {
   const container = findContainerInPod(pod, containerName);
   const what = `container ${containerName}`;
-  const requests = container.resources?.requests as ResourceList | undefined;
-  const limits: ResourceList = { ...(container.resources?.limits as ResourceList | undefined) };
+  const requests: ResourceList | undefined = container.resources?.requests;
+  const limits: ResourceList = { ...container.resources?.limits };
   const defaults = downwardAPILimitDefaults(pod, nodeAllocatable);
   // Hugepages are never overcommitted, so only these three are defaulted.
   for (const name of DEFAULTED_LIMITS) {
@@ -265,7 +266,7 @@ export function collectDownwardAPIData(
         projection.data = extractResourceValue(ref, pod, ref.containerName ?? '', nodeAllocatable);
       }
     } catch (err) {
-      errors.push((err as Error).message);
+      errors.push(errorMessage(err));
     }
     payload.set(cleanPath(item.path), projection);
   }

@@ -4,6 +4,8 @@
 // term ANDed, a term with no requirement matches nothing (component-helpers'
 // MatchNodeSelectorTerms).
 import type { V1NodeSelectorRequirement, V1PersistentVolume } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
+import { ownValue } from '../../own.ts';
 
 /** undefined when the volume may be used on this node, else kubelet's error text. */
 export function nodeAffinityMismatch(
@@ -25,35 +27,35 @@ export function nodeAffinityMismatch(
         return undefined;
       }
     } catch (err) {
-      errors.push((err as Error).message);
+      errors.push(errorMessage(err));
     }
   }
   return errors.length > 0 ? errors.join(', ') : 'no matching NodeSelectorTerms';
 }
 
 function requirementMatches(r: V1NodeSelectorRequirement, labels: Record<string, string>): boolean {
-  const has = Object.hasOwn(labels, r.key);
-  const value = labels[r.key];
+  const value = ownValue(labels, r.key);
   const values = r.values ?? [];
   switch (r.operator) {
     case 'In':
-      return has && values.includes(value as string);
+      return value !== undefined && values.includes(value);
     case 'NotIn':
-      return !has || !values.includes(value as string);
+      return value === undefined || !values.includes(value);
     case 'Exists':
-      return has;
+      return value !== undefined;
     case 'DoesNotExist':
-      return !has;
+      return value === undefined;
     case 'Gt':
     case 'Lt': {
-      if (values.length !== 1 || !/^-?\d+$/.test(values[0] ?? '')) {
+      const bound = values[0];
+      if (values.length !== 1 || bound === undefined || !/^-?\d+$/.test(bound)) {
         throw new Error(
           `for 'Gt', 'Lt' operators, the value must be a single integer: ${JSON.stringify(values)}`,
         );
       }
-      if (!has || !/^-?\d+$/.test(value as string)) return false;
-      const a = BigInt(value as string);
-      const b = BigInt(values[0] as string);
+      if (value === undefined || !/^-?\d+$/.test(value)) return false;
+      const a = BigInt(value);
+      const b = BigInt(bound);
       return r.operator === 'Gt' ? a > b : a < b;
     }
     default:

@@ -34,7 +34,10 @@ function add(to: Amounts, from: Amounts): void {
 }
 
 function maxInto(to: Amounts, from: Amounts): void {
-  for (const [k, v] of from) if (!to.has(k) || v > (to.get(k) as bigint)) to.set(k, v);
+  for (const [k, v] of from) {
+    const current = to.get(k);
+    if (current === undefined || v > current) to.set(k, v);
+  }
 }
 
 const isSidecar = (c: V1Container) => c.restartPolicy === 'Always';
