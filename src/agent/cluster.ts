@@ -26,8 +26,15 @@ export interface Cluster {
   backend: ClusterBackend;
   /** Reasons /readyz is not ready yet on the cluster side (CSIDriver informer, node). */
   notReady(): string[];
-  /** Keeps secret/configMap watches in step with the pods that reference them. */
-  podsChanged(pods: V1Pod[]): void;
+  /**
+   * Keeps secret/configMap/claim watches in step with the pods that reference
+   * them. A pod no longer in `pods` keeps its objects while `inUse(uid)` says
+   * its volumes are not all torn down yet (kubelet unregisters a pod from its
+   * managers only after its volumes are unmounted, in SyncTerminatedPod): a
+   * SetUp already running for it (a periodic remount) still finds them.
+   * Call again once volumes were torn down, so the objects of such pods go.
+   */
+  podsChanged(pods: V1Pod[], inUse?: (podUID: string) => boolean): void;
   /** Called with (kind, namespace, name) when a watched secret or configMap changes. */
   onObjectChange(
     listener: (kind: 'secret' | 'configmap' | 'clustertrustbundle', namespace: string, name: string) => void,
@@ -173,7 +180,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
       }
       return reasons;
     },
-    podsChanged(all) {
+    podsChanged(all, inUse = () => false) {
       const seen = new Set<string>();
       for (const pod of all) {
         const uid = pod.metadata?.uid;
@@ -190,7 +197,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
         registered.set(uid, next);
       }
       for (const [uid, prev] of registered) {
-        if (seen.has(uid)) continue;
+        if (seen.has(uid) || inUse(uid)) continue;
         for (const k of prev.secrets) secrets.unregister(...split(k), uid);
         for (const k of prev.configMaps) configMaps.unregister(...split(k), uid);
         for (const k of prev.claims) claims.unregisterClaim(...split(k), uid);

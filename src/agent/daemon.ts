@@ -110,6 +110,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   const subPaths = createSubPather({ rootDir, mounter, logger: log });
 
   let vm: VolumeManager;
+  const podInUse = (uid: string) => vm.podHasVolumes(uid);
   // kubelet_volume_stats_*: refreshed in the background every sync period, served from this cache.
   let volumeStats: VolumeStatsSample[] = [];
   let statsRunning = false;
@@ -168,9 +169,10 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     pods: () => {
       const all = podManager.pods();
       // Registered with the object caches from the very list the desired state is built from: a
-      // volume's first SetUp finds its secret or configMap registered and waits for its first list,
-      // never failing 'object not registered' and backing off (P2).
-      o.cluster?.podsChanged(all);
+      // volume's first SetUp finds its secret or configMap registered and waits for its first list.
+      // A pod that went keeps its objects until its volumes are torn down (released by housekeeping
+      // below): a remount SetUp still running for it must not fail 'object not registered'.
+      o.cluster?.podsChanged(all, podInUse);
       return gate.filter(all, podManager.allSourcesReady());
     },
     sourcesReady: () => podManager.allSourcesReady(),
@@ -184,6 +186,8 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     claims: o.cluster?.claims,
     phaseOf: (uid, inner, plugin) => (plugin === csiPluginName ? csi.phaseOf(uid, inner) : undefined),
     housekeeping: async () => {
+      // Runs after teardowns: the objects of pods whose last volume just went are released.
+      o.cluster?.podsChanged(podManager.pods(), podInUse);
       for (const v of await csi.cleanupOrphanedStagedVolumes())
         log.info({ volume: v }, 'unstaged orphaned CSI volume');
     },

@@ -236,6 +236,11 @@ export class VolumeManager {
     this.#kick();
   }
 
+  /** Whether the pod has a volume in the actual state or an operation running for one. */
+  podHasVolumes(uid: string): boolean {
+    return this.asw.hasPod(uid) || this.executor.anyPending(`${uid}/`);
+  }
+
   isAlive(): boolean {
     return this.#lastTick === 0 || this.#o.now() - this.#lastTick < 30_000;
   }
