@@ -12,14 +12,14 @@ export interface MountInfo {
   root: string;
   /** Mount point relative to the process root (field 5). */
   mountPoint: string;
-  /** Per-mount options (field 6), split on ','. */
-  mountOptions: string[];
+  /** Per-mount options (field 6), split on ','. Shared between entries: never mutated. */
+  mountOptions: readonly string[];
   /** Optional fields such as `shared:1`, `master:2` (fields 7..n before '-'). */
-  optionalFields: string[];
+  optionalFields: readonly string[];
   fsType: string;
   source: string;
-  /** Per-superblock options, split on ','. */
-  superOptions: string[];
+  /** Per-superblock options, split on ',', escapes decoded. Shared between entries: never mutated. */
+  superOptions: readonly string[];
   /**
    * The kernel printed the mount point with a `\040(deleted)` suffix (the mount's
    * root dentry was unlinked, e.g. a bind-mounted file whose source was removed).

@@ -85,6 +85,57 @@ describe('parseMountInfo', () => {
     assert.throws(() => parseMountInfo('x 0 0:1 / / rw - a b c\n'), /mount ID is not a number/);
   });
 
+  test('names the malformed part of the ID and major:minor fields', () => {
+    const line = (head: string) => `${head} / / rw - a b c\n`;
+    assert.throws(() => parseMountInfo(line('1 y 0:1')), /line 1: parent ID is not a number: "y"/);
+    assert.throws(() => parseMountInfo(line('12x 0 0:1')), /mount ID is not a number: "12x"/);
+    assert.throws(() => parseMountInfo(line('1 0 01')), /major:minor has no colon/);
+    assert.throws(() => parseMountInfo(line('1 0 a:1')), /major is not a number: "a"/);
+    assert.throws(() => parseMountInfo(line('1 0 8:1x')), /minor is not a number: "1x"/);
+    assert.throws(() => parseMountInfo(line('1 0 8:1:2')), /minor is not a number: "1:2"/);
+    assert.throws(() => parseMountInfo(line('1 0 :1')), /empty major/);
+    assert.throws(() => parseMountInfo(line('1 0 8:')), /empty minor/);
+    assert.throws(() => parseMountInfo('1 0 8:1\n'), /line 1: wrong number of fields/);
+  });
+
+  test('decodes escapes only on the lines that have them, wherever they are in the table', () => {
+    const infos = parseMountInfo(
+      [
+        '1 0 0:1 / /plain rw - tmpfs a\\040b rw',
+        '2 1 0:2 / /also\\040plain rw - tmpfs src rw',
+        '3 1 0:3 / /x rw - tmpfs src rw',
+        '4 1 0:4 /r\\134 /last\\011 rw - tmpfs src rw',
+      ].join('\n'),
+    );
+    assert.deepEqual(
+      infos.map((m) => [m.root, m.mountPoint, m.source]),
+      [
+        ['/', '/plain', 'a b'],
+        ['/', '/also plain', 'src'],
+        ['/', '/x', 'src'],
+        ['/r\\', '/last\t', 'src'],
+      ],
+    );
+  });
+
+  test('every entry gets the options of its own line, however many distinct option texts there are', () => {
+    const lines = Array.from(
+      { length: 40 },
+      (_, i) =>
+        `${i + 1} 1 0:${i} / /m${i} rw,nosuid${i % 3 === 0 ? '' : ',nodev'} - tmpfs t rw,size=${i % 20}k,x=a\\054${i % 20}`,
+    );
+    const infos = parseMountInfo(lines.join('\n'));
+    for (const [i, m] of infos.entries()) {
+      assert.deepEqual(m.mountOptions, i % 3 === 0 ? ['rw', 'nosuid'] : ['rw', 'nosuid', 'nodev']);
+      assert.deepEqual(m.superOptions, ['rw', `size=${i % 20}k`, `x=a,${i % 20}`]);
+    }
+    // Equal texts share one list, which is frozen so no caller can change another entry's options.
+    assert.equal(infos[1]?.mountOptions, infos[2]?.mountOptions);
+    assert.equal(infos[3]?.superOptions, infos[23]?.superOptions);
+    assert.ok(Object.isFrozen(infos[0]?.superOptions));
+    assert.ok(Object.isFrozen(infos[0]?.optionalFields));
+  });
+
   test('ignores empty lines and a missing final newline', () => {
     assert.equal(parseMountInfo('\n1 0 0:1 / / rw - a b c\n\n2 1 0:2 / /x rw - a b c').length, 2);
   });

@@ -64,7 +64,7 @@ export interface PlannedState {
     /** A file's bytes (a placeholder's text for API data). */
     data?: Buffer;
   }[];
-  mounts: { path: string; fsType: string; options: string[] }[];
+  mounts: { path: string; fsType: string; options: readonly string[] }[];
 }
 
 export interface Plan {

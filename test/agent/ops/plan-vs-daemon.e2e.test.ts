@@ -68,7 +68,7 @@ async function realEntries(root: string, dirs: string[]): Promise<string[]> {
 }
 
 /** `tmpfs size=65536k` as the kernel shows it, `size=67108864` as podvol passes it: the same bytes. */
-function mountLine(path: string, fsType: string, options: string[]): string {
+function mountLine(path: string, fsType: string, options: readonly string[]): string {
   const size = options.find((o) => o.startsWith('size='))?.slice(5);
   const bytes =
     size === undefined ? '' : size.endsWith('k') ? String(Number(size.slice(0, -1)) * 1024) : size;
