@@ -101,7 +101,11 @@ function adaptApiSource(source: ApiPodSource, nodeKnown: () => boolean, clock: C
       timers.add(timer);
     }
   });
-  return Object.assign(Object.create(source) as ApiPodSource, {
+  return {
+    name: source.name,
+    start: () => source.start(),
+    errors: () => source.errors(),
+    stats: () => source.stats(),
     pods: () => source.pods().filter((p) => !gracePeriodOver(p, clock.now())),
     hasSynced: () => source.hasSynced() && nodeKnown(),
     onChange(listener: () => void) {
@@ -116,7 +120,7 @@ function adaptApiSource(source: ApiPodSource, nodeKnown: () => boolean, clock: C
       for (const t of timers) t.cancel();
       await source.stop();
     },
-  });
+  };
 }
 
 export async function connectCluster(o: ConnectOptions): Promise<Cluster> {

@@ -1,7 +1,7 @@
 // `podvol run`: wires the pod sources, volume host, plugins, volume manager,
 // HTTP endpoints and signals together. Stopping unmounts nothing.
 import type { Server } from 'node:http';
-import type { Server as HttpsServer } from 'node:https';
+import { Server as HttpsServer } from 'node:https';
 import { resolve } from 'node:path';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
@@ -264,7 +264,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     },
     secure,
   );
-  const stopWatchingFiles = secure?.watchFiles(server as unknown as HttpsServer);
+  const stopWatchingFiles = server instanceof HttpsServer ? secure?.watchFiles(server) : undefined;
   // The runtime socket is up before /healthz answers, so a runtime that waits for podvol finds it.
   const runtime =
     o.runtimeSocket && peerCred

@@ -9,6 +9,7 @@
 import type { Dirent } from 'node:fs';
 import { readdir, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errnoCode } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
@@ -59,7 +60,7 @@ async function listOrEmpty(dir: string): Promise<string[]> {
   try {
     return (await readdir(dir)).sort();
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
+    const code = errnoCode(err);
     if (code === 'ENOENT' || code === 'ENOTDIR') return [];
     throw err;
   }

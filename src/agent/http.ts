@@ -2,8 +2,13 @@
 // routes do not need a router. Served as plain HTTP, or as HTTPS behind the
 // access guard (see access/serving.ts for which).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { createServer as createHttpsServer, type ServerOptions } from 'node:https';
+import {
+  createServer as createHttpsServer,
+  type Server as HttpsServer,
+  type ServerOptions,
+} from 'node:https';
 import type { Registry } from 'prom-client';
+import { errorMessage } from '../errno.ts';
 import type { Guard } from './access/guard.ts';
 
 export interface HttpHandlers {
@@ -36,7 +41,7 @@ export function createHttpServer(
   h: HttpHandlers,
   secure?: { tls: ServerOptions; guard: Guard },
   limits = httpLimits,
-): Server {
+): Server | HttpsServer {
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
     const [path = '/'] = (req.url ?? '/').split('?');
     const send = (code: number, body: string, type = 'text/plain; charset=utf-8', headers = {}) => {
@@ -64,7 +69,7 @@ export function createHttpServer(
           return send(404, 'not found\n');
       }
     } catch (err) {
-      return send(500, `${(err as Error).message}\n`);
+      return send(500, `${errorMessage(err)}\n`);
     }
   };
   const opts = {
@@ -73,9 +78,8 @@ export function createHttpServer(
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     connectionsCheckingInterval: limits.connectionsCheckingIntervalMs,
   };
-  // An https.Server is a net/tls server with the same request API as http.Server.
   const server = secure
-    ? (createHttpsServer({ ...secure.tls, ...opts }, handler) as unknown as Server)
+    ? createHttpsServer({ ...secure.tls, ...opts }, handler)
     : createServer(opts, handler);
   server.maxConnections = limits.maxConnections;
   server.maxRequestsPerSocket = limits.maxRequestsPerSocket;

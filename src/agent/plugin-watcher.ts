@@ -15,6 +15,7 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { lstat, mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import { registrationCallTimeoutMs, registrationDialTimeoutMs } from '../plugins/csi/grpc-status.ts';
 import type { PluginHandler } from '../plugins/csi/registration.ts';
@@ -97,7 +98,7 @@ export class PluginWatcher {
           await this.scanOnce();
         } catch (err) {
           // scanOnce handles expected failures itself; this keeps the loop alive on a bug.
-          this.#o.logger.error({ err: (err as Error).message }, 'plugin watcher scan failed');
+          this.#o.logger.error({ err: errorMessage(err) }, 'plugin watcher scan failed');
         }
       } while (this.#again && !this.#stopped);
     })().finally(() => {
@@ -149,7 +150,7 @@ export class PluginWatcher {
         this.#watchers.set(dir, w);
       } catch (err) {
         this.#o.logger.debug(
-          { dir, err: (err as Error).message },
+          { dir, err: errorMessage(err) },
           'cannot watch plugin directory; the periodic scan covers it',
         );
       }
@@ -235,21 +236,21 @@ export class PluginWatcher {
           registrationCallTimeoutMs,
         );
       } catch (err) {
-        log.warn({ err: (err as Error).message }, 'NotifyRegistrationStatus failed');
+        log.warn({ err: errorMessage(err) }, 'NotifyRegistrationStatus failed');
       }
     };
     try {
       try {
         await waitReady(client, this.#o.dialTimeoutMs);
       } catch (err) {
-        throw new Error(`failed to dial socket ${socket}: ${(err as Error).message}`);
+        throw new Error(`failed to dial socket ${socket}: ${errorMessage(err)}`);
       }
       let info: { type: string; name: string; endpoint: string; supported_versions: string[] };
       try {
         info = await unary(client, 'GetInfo', {}, registrationCallTimeoutMs);
       } catch (err) {
         throw new Error(
-          `failed to get plugin info using RPC GetInfo at socket ${socket}: ${(err as Error).message}`,
+          `failed to get plugin info using RPC GetInfo at socket ${socket}: ${errorMessage(err)}`,
         );
       }
       const handler = this.#o.handlers[info.type];
@@ -262,14 +263,14 @@ export class PluginWatcher {
       try {
         handler.validatePlugin(info.name, endpoint, info.supported_versions);
       } catch (err) {
-        const msg = `plugin validation failed with err: ${(err as Error).message}`;
+        const msg = `plugin validation failed with err: ${errorMessage(err)}`;
         await notify(false, msg);
         throw new Error(msg);
       }
       try {
         await handler.registerPlugin(info.name, endpoint, info.supported_versions, socket);
       } catch (err) {
-        const msg = `plugin registration failed with err: ${(err as Error).message}`;
+        const msg = `plugin registration failed with err: ${errorMessage(err)}`;
         await notify(false, msg);
         throw new Error(msg);
       }
@@ -278,7 +279,7 @@ export class PluginWatcher {
       log.info({ type: info.type, name: info.name, endpoint }, 'plugin registered');
       this.#failures.delete(socket);
     } catch (err) {
-      seen.error = (err as Error).message;
+      seen.error = errorMessage(err);
       seen.failures = (this.#failures.get(socket) ?? 0) + 1;
       this.#failures.delete(socket);
       // 0.5 s doubling to about 2 min, as kubelet's operation executor backs off.
@@ -294,7 +295,7 @@ export class PluginWatcher {
     try {
       await this.#o.handlers[r.type]?.deRegisterPlugin(r.name, socket);
     } catch (err) {
-      this.#o.logger.warn({ socket, err: (err as Error).message }, 'plugin deregistration failed');
+      this.#o.logger.warn({ socket, err: errorMessage(err) }, 'plugin deregistration failed');
     }
   }
 }

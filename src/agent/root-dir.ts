@@ -5,9 +5,11 @@
 // mark, <root>/podvol/root-dir.json, records the node name the directory serves.
 import { mkdir, readdir, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errnoCode, fieldOf } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import { podsDir, podVolumeRecordsDir } from '../volumehost/paths.ts';
 import { mkdirAllBeneath, openMkdirAll, relativeBeneath } from '../volumehost/safe-fs.ts';
+import { parseOwnDocument } from './own-document.ts';
 
 export const ROOT_MARK_DIR = 'podvol';
 export const ROOT_MARK_FILE = 'root-dir.json';
@@ -33,11 +35,14 @@ async function readMark(rootDir: string): Promise<RootMark | undefined> {
   try {
     text = await readFile(join(rootDir, ROOT_MARK_DIR, ROOT_MARK_FILE), 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    if (errnoCode(err) === 'ENOENT') return undefined;
     throw err;
   }
-  const m = JSON.parse(text) as RootMark;
-  if (m?.owner !== 'podvol' || typeof m.nodeName !== 'string') {
+  const m = parseOwnDocument<RootMark>(
+    text,
+    (d) => fieldOf(d, 'owner') === 'podvol' && typeof fieldOf(d, 'nodeName') === 'string',
+  );
+  if (!m) {
     throw new RootDirError(`${join(rootDir, ROOT_MARK_DIR, ROOT_MARK_FILE)} is not a podvol root mark`);
   }
   return m;
@@ -58,7 +63,7 @@ async function entries(dir: string): Promise<string[]> {
   try {
     return await readdir(dir);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    if (errnoCode(err) === 'ENOENT') return [];
     throw err;
   }
 }

@@ -11,6 +11,7 @@
 // namespaces (a container without hostNetwork) do not see each other's lock.
 import { stat } from 'node:fs/promises';
 import { createConnection, createServer, type Server } from 'node:net';
+import { errnoCode } from '../errno.ts';
 
 export interface RootDirLock {
   release(): Promise<void>;
@@ -87,7 +88,7 @@ export async function lockRootDir(rootDir: string, command: string): Promise<Roo
         release: () => new Promise<void>((res) => server.close(() => res())),
       };
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw err;
+      if (errnoCode(err) !== 'EADDRINUSE') throw err;
     }
     const holder = await askHolder(name);
     // Nobody answered: the holder exited between our bind and our connect. Try again.

@@ -5,6 +5,7 @@
 // reported. podvol must be the only writer for its node name: a kubelet
 // serving the same node would overwrite the list with its own.
 import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 
 export interface VolumesInUseOptions {
@@ -72,7 +73,7 @@ export class VolumesInUseReporter {
       this.#lastWritten = key;
       this.#reported = new Set(want);
     } catch (err) {
-      this.#o.logger.warn({ err: (err as Error).message }, 'could not update node.status.volumesInUse');
+      this.#o.logger.warn({ err: errorMessage(err) }, 'could not update node.status.volumesInUse');
     }
   }
 }

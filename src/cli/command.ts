@@ -21,6 +21,12 @@ export function exitCodeOf(program: Command): number {
   return typeof code === 'number' ? code : EXIT_OK;
 }
 
+/** A string option's value (commander keeps option values untyped); undefined when unset. */
+export function stringOption(cmd: Command, name: string): string | undefined {
+  const value: unknown = cmd.getOptionValue(name);
+  return typeof value === 'string' ? value : undefined;
+}
+
 /** Prints a one-line usage error and returns EXIT_USAGE, for checks commander cannot express. */
 export function usageError(message: string): number {
   process.stderr.write(`podvol: ${message} (run podvol --help for usage)\n`);

@@ -10,6 +10,8 @@ import { readFileSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import { parse } from 'yaml';
+import { errorMessage } from '../errno.ts';
+import { stringOption } from './command.ts';
 
 export const configOption = () =>
   new Option('--config <file>', 'YAML file whose keys mirror these flags (flags and env win)').env(
@@ -28,21 +30,24 @@ const overridable = new Set([undefined, 'default', 'implied']);
  * daemon's config file).
  */
 export function applyConfigFile(cmd: Command, strict: boolean): void {
-  const file = cmd.getOptionValue('config') as string | undefined;
+  const file = stringOption(cmd, 'config');
   if (!file) return;
   const fail = (msg: string): never => cmd.error(`--config ${file}: ${msg}`, { code: 'podvol.config' });
   let doc: unknown;
   try {
     doc = parse(readFileSync(file, 'utf8'));
   } catch (err) {
-    fail((err as Error).message.split('\n')[0] ?? '');
+    fail(errorMessage(err).split('\n')[0] ?? '');
   }
   if (doc === null || doc === undefined) return;
-  if (typeof doc !== 'object' || Array.isArray(doc)) fail('must be a mapping of flag names to values');
+  if (typeof doc !== 'object' || Array.isArray(doc)) {
+    fail('must be a mapping of flag names to values');
+    return;
+  }
   const byName = new Map(
     cmd.options.filter((o) => o.attributeName() !== 'config').map((o) => [o.attributeName(), o]),
   );
-  for (const [key, value] of Object.entries(doc as Record<string, unknown>)) {
+  for (const [key, value] of Object.entries(doc)) {
     const opt = byName.get(camel(key));
     if (!opt) {
       if (strict) fail(`unknown key "${key}" (keys are the flags of podvol ${cmd.name()})`);
@@ -77,6 +82,6 @@ function convert(
   try {
     return opt.parseArg(text, undefined);
   } catch (err) {
-    return fail(`"${key}": ${(err as Error).message}`);
+    return fail(`"${key}": ${errorMessage(err)}`);
   }
 }

@@ -9,6 +9,7 @@ import { type Command, Option } from 'commander';
 import type { DrainReport } from '../agent/drain.ts';
 import { createLogger, type LogFormat } from '../agent/logger.ts';
 import { lockRootDir, RootDirLockedError } from '../agent/root-lock.ts';
+import { errnoCode, errorMessage } from '../errno.ts';
 import { EXIT_FAILURE, EXIT_OK, setExitCode } from './command.ts';
 import { applyConfigFile, configOption } from './config-file.ts';
 import { formatDuration } from './duration.ts';
@@ -60,11 +61,11 @@ async function runDrain(flags: DrainFlags): Promise<number> {
   try {
     if (!(await stat(rootDir)).isDirectory()) throw new Error(`${rootDir} is not a directory`);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+    if (errnoCode(err) === 'ENOENT') {
       process.stdout.write(`podvol drain: nothing to drain: ${rootDir} does not exist\n`);
       return EXIT_OK;
     }
-    process.stderr.write(`podvol drain: ${(err as Error).message}\n`);
+    process.stderr.write(`podvol drain: ${errorMessage(err)}\n`);
     return EXIT_FAILURE;
   }
   if (!flags.dryRun && process.getuid?.() !== 0) {

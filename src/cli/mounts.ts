@@ -6,6 +6,7 @@
 import { type Command, Option } from 'commander';
 import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
 import { callRuntime, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
+import { errorMessage } from '../errno.ts';
 import { EXIT_FAILURE, EXIT_OK, setExitCode, usageError } from './command.ts';
 import { runtimeSocketOption } from './options.ts';
 
@@ -79,11 +80,12 @@ async function runMounts(pod: string, flags: MountsFlags): Promise<number> {
     process.stdout.write(
       flags.output === 'json'
         ? `${escapeControlJSON(JSON.stringify(answer.body, null, 2))}\n`
-        : formatMountsTable(answer.body.mounts as Mount[], (answer.body.imageVolumes ?? []) as ImageVolume[]),
+        : // Cast: the daemon's own answer (src/agent/runtime/server.ts writes these arrays).
+          formatMountsTable(answer.body.mounts as Mount[], (answer.body.imageVolumes ?? []) as ImageVolume[]),
     );
     return EXIT_OK;
   } catch (err) {
-    process.stderr.write(`podvol mounts: ${(err as Error).message}\n`);
+    process.stderr.write(`podvol mounts: ${errorMessage(err)}\n`);
     return err instanceof UnreachableError ? EXIT_UNREACHABLE : EXIT_FAILURE;
   }
 }

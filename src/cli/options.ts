@@ -3,6 +3,8 @@
 import { hostname } from 'node:os';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { defaultLogFormat, logFormats, logLevels } from '../agent/logger.ts';
+import { errorMessage } from '../errno.ts';
+import { stringOption } from './command.ts';
 import { parseDuration } from './duration.ts';
 
 export const nonEmpty = (what: string) => (v: string) => {
@@ -39,7 +41,7 @@ export function addNodeNameOptions(cmd: Command): Command {
       ),
     )
     .hook('preAction', (c) => {
-      const override = c.getOptionValue('hostnameOverride') as string | undefined;
+      const override = stringOption(c, 'hostnameOverride');
       if (override === undefined) return;
       const name = override.trim().toLowerCase();
       const source = c.getOptionValueSource('nodeName');
@@ -66,7 +68,7 @@ export function parseGoDuration(v: string): number {
   try {
     ms = parseDuration(v);
   } catch (err) {
-    throw new InvalidArgumentError((err as Error).message);
+    throw new InvalidArgumentError(errorMessage(err));
   }
   // Go accepts "-1s"; no podvol flag means anything by a negative time.
   if (ms < 0) throw new InvalidArgumentError(`invalid duration "${v}": must not be negative`);

@@ -4,12 +4,14 @@
 // fail; 2 usage error.
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import { text } from 'node:stream/consumers';
 import type { V1Pod } from '@kubernetes/client-node';
 import { type Command, Option } from 'commander';
 import { pino } from 'pino';
 import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
 import type { Plan } from '../agent/ops/plan.ts';
 import type { SourceError } from '../agent/pods/types.ts';
+import { errorMessage } from '../errno.ts';
 import { EXIT_FAILURE, EXIT_OK, setExitCode } from './command.ts';
 import { nodeNameOption, nonEmpty, rootDirOption } from './options.ts';
 
@@ -21,9 +23,7 @@ interface PlanFlags {
 }
 
 async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of process.stdin) chunks.push(c as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
+  return text(process.stdin);
 }
 
 /**
@@ -53,9 +53,7 @@ async function runPlan(flags: PlanFlags): Promise<number> {
         ? parseManifestFile(await readStdin(), flags.filename, flags.nodeName)
         : await readPods(flags.filename, flags.nodeName);
   } catch (err) {
-    process.stderr.write(
-      escapeControl(`podvol plan: cannot read ${flags.filename}: ${(err as Error).message}\n`),
-    );
+    process.stderr.write(escapeControl(`podvol plan: cannot read ${flags.filename}: ${errorMessage(err)}\n`));
     return EXIT_FAILURE;
   }
   const plan: Plan = await planSource(source.pods, source.errors, {

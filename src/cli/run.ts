@@ -10,6 +10,7 @@ import { claimRootDir, RootDirError } from '../agent/root-dir.ts';
 import { lockRootDir, RootDirLockedError } from '../agent/root-lock.ts';
 import { resolveGroup } from '../agent/runtime/group.ts';
 import { VOLUME_STATS_PERIOD_MS } from '../agent/volumemanager/context.ts';
+import { errorMessage } from '../errno.ts';
 import { version } from '../version.ts';
 import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
 import { EXIT_FAILURE, setExitCode, usageError } from './command.ts';
@@ -29,7 +30,7 @@ const asListen = (v: string) => {
   try {
     return parseListen(v);
   } catch (err) {
-    throw new InvalidArgumentError((err as Error).message);
+    throw new InvalidArgumentError(errorMessage(err));
   }
 };
 
@@ -65,7 +66,7 @@ const asGroup = (v: string) => {
   try {
     return resolveGroup(v);
   } catch (err) {
-    throw new InvalidArgumentError((err as Error).message);
+    throw new InvalidArgumentError(errorMessage(err));
   }
 };
 
@@ -93,7 +94,7 @@ export async function run(flags: RunFlags): Promise<number> {
   try {
     resolveAccess(toAccessOptions(flags), flags.listen.host, clusterMode);
   } catch (err) {
-    return usageError((err as Error).message);
+    return usageError(errorMessage(err));
   }
   if (process.getuid?.() !== 0) {
     process.stderr.write(

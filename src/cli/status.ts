@@ -9,13 +9,14 @@ import {
   type StatusFormat,
   statusFormats,
 } from '../agent/ops/status.ts';
+import { errorMessage } from '../errno.ts';
 import { setExitCode } from './command.ts';
 
 const asServer = (v: string) => {
   try {
     return normalizeServer(v);
   } catch (err) {
-    throw new InvalidArgumentError((err as Error).message);
+    throw new InvalidArgumentError(errorMessage(err));
   }
 };
 

@@ -5,6 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
 import { callRuntime, PodNotKnownError, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
+import { errorMessage } from '../errno.ts';
 import { EXIT_FAILURE, EXIT_OK, setExitCode, usageError } from './command.ts';
 import { EXIT_UNREACHABLE } from './mounts.ts';
 import { parseGoDuration, runtimeSocketOption } from './options.ts';
@@ -29,6 +30,7 @@ interface VolumeLine {
 }
 
 function printReasons(body: Record<string, unknown>): void {
+  // Cast: the daemon's own answer (src/agent/runtime/server.ts writes this array).
   const volumes = (body.volumes ?? []) as VolumeLine[];
   for (const v of volumes) {
     if (v.state === 'mounted' && body.ready) continue;
@@ -92,7 +94,7 @@ async function runWait(pod: string, flags: WaitFlags): Promise<number> {
       }
     }
   } catch (err) {
-    process.stderr.write(`podvol wait: ${(err as Error).message}\n`);
+    process.stderr.write(`podvol wait: ${errorMessage(err)}\n`);
     return err instanceof UnreachableError ? EXIT_UNREACHABLE : EXIT_FAILURE;
   }
 }

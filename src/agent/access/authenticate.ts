@@ -5,7 +5,7 @@
 // authenticators.
 import { createHmac, randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { TLSSocket } from 'node:tls';
+import { TLSSocket } from 'node:tls';
 import type { UserInfo } from './attributes.ts';
 import { createReviewCache } from './cache.ts';
 import type { ReviewClient, TokenReviewResult } from './reviews.ts';
@@ -61,8 +61,8 @@ export function createAuthenticator(o: {
   return {
     async authenticate(req) {
       let certFailure: string | undefined;
-      if (o.clientCertificates && 'getPeerCertificate' in req.socket) {
-        const r = certificateUser(req.socket as TLSSocket);
+      if (o.clientCertificates && req.socket instanceof TLSSocket) {
+        const r = certificateUser(req.socket);
         if (r?.ok) return r;
         certFailure = r?.reason;
       }

@@ -30,7 +30,10 @@ export function createReviewCache<V>(opts: {
         const ttl = opts.ttlMs(value);
         if (ttl > 0) {
           // Oldest first: a Map iterates in insertion order.
-          while (entries.size >= max) entries.delete(entries.keys().next().value as string);
+          for (const oldest of entries.keys()) {
+            if (entries.size < max) break;
+            entries.delete(oldest);
+          }
           entries.set(key, { value, expires: now() + ttl });
         }
         return value;

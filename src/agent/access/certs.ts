@@ -43,7 +43,7 @@ export function servingHosts(nodeName: string, listenHost: string, extra: string
 function newKeyPair(forge: Forge): forge.pki.rsa.KeyPair {
   // Node's native RSA key generation; forge only signs.
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const priv = forge.pki.privateKeyFromPem(privateKey.export({ type: 'pkcs1', format: 'pem' }) as string);
+  const priv = forge.pki.privateKeyFromPem(privateKey.export({ type: 'pkcs1', format: 'pem' }).toString());
   return { privateKey: priv, publicKey: forge.pki.setRsaPublicKey(priv.n, priv.e) };
 }
 

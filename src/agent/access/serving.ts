@@ -7,6 +7,7 @@ import { readFile, stat } from 'node:fs/promises';
 import type { Server as HttpsServer, ServerOptions } from 'node:https';
 import { isIP } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import { createAuthenticator } from './authenticate.ts';
 import { type AuthorizationMode, alwaysAllow, createWebhookAuthorizer } from './authorize.ts';
@@ -182,7 +183,7 @@ export async function createSecureServing(o: {
           log.info({ files }, 'reloaded the serving certificate and client CA');
         } catch (err) {
           log.error(
-            { err: (err as Error).message, files },
+            { err: errorMessage(err), files },
             'cannot reload the serving certificate or client CA; keeping the previous ones',
           );
         }

@@ -152,7 +152,9 @@ export function createPlanFs(o: PlanFsOptions): PlanFs {
     }
     return node;
   };
-  const root = fromHost(undefined, '', '/') as Node;
+  const hostRoot = fromHost(undefined, '', '/');
+  if (!hostRoot) throw new Error('cannot lstat / on this host');
+  const root: Node = hostRoot;
   const fds = new Map<number, { node: Node; write: boolean; path: string }>();
   let nextFd = 1000;
 

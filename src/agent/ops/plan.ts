@@ -7,6 +7,7 @@
 // operation and the orphan clean-up's removal of the pod directory, all
 // against the recording host of plan-host.ts. Nothing reaches the host.
 import type { V1Pod } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import { silentLogger } from '../../logger.ts';
 import { reasonOf } from '../../plugins/types.ts';
 import { usedVolumeNames } from '../../plugins/validation.ts';
@@ -213,7 +214,7 @@ async function run(
         await mountVolume(ops, d, pod, ops.asw.get(d.key));
       } catch (err) {
         // What SetUp did before it failed stays listed: the daemon leaves it too, until it retries.
-        push('skip', '', `${reasonOf(err, 'MountFailed')}: ${(err as Error).message}`);
+        push('skip', '', `${reasonOf(err, 'MountFailed')}: ${errorMessage(err)}`);
       }
     }
   }
@@ -225,7 +226,7 @@ async function run(
       try {
         await unmountVolume(ops, v);
       } catch (err) {
-        push('skip', '', `${reasonOf(err, 'UnmountFailed')}: ${(err as Error).message}`);
+        push('skip', '', `${reasonOf(err, 'UnmountFailed')}: ${errorMessage(err)}`);
       }
     }
     label = { phase: 'teardown', pod: podLabel(pod), volume: '' };

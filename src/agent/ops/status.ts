@@ -1,6 +1,8 @@
 // `podvol status`: asks a running podvol for /status and prints it the way
 // kubectl prints resources. Talking to the daemon is the only I/O here; the
 // table itself is built by a pure function so tests can pin it exactly.
+
+import { errorMessage, fieldOf } from '../../errno.ts';
 import type { SourceError } from '../pods/types.ts';
 import type { PodStatus } from '../volumemanager/status.ts';
 import { escapeControl, escapeControlJSON } from './escape.ts';
@@ -45,15 +47,17 @@ export type FetchResult = { ok: true; body: string; doc: StatusDocument } | { ok
 
 // fetch() hides the socket error in `cause`; that is the part worth showing.
 function unreachableReason(err: unknown): string {
-  const e = err as Error & { cause?: { message?: string; code?: string } };
-  if (e.name === 'TimeoutError') return `no answer within ${STATUS_TIMEOUT_MS / 1000}s`;
-  return e.cause?.message || e.cause?.code || e.message;
+  if (fieldOf(err, 'name') === 'TimeoutError') return `no answer within ${STATUS_TIMEOUT_MS / 1000}s`;
+  const cause = fieldOf(err, 'cause');
+  const causeText = [fieldOf(cause, 'message'), fieldOf(cause, 'code')].find(
+    (v) => typeof v === 'string' && v,
+  );
+  return typeof causeText === 'string' ? causeText : errorMessage(err);
 }
 
 function isStatusDocument(v: unknown): v is StatusDocument {
-  if (typeof v !== 'object' || v === null) return false;
-  const d = v as Record<string, unknown>;
-  return Array.isArray(d.pods) && (d.errors === undefined || Array.isArray(d.errors));
+  const errors = fieldOf(v, 'errors');
+  return Array.isArray(fieldOf(v, 'pods')) && (errors === undefined || Array.isArray(errors));
 }
 
 /** GET <server>/status; never throws. */
@@ -82,7 +86,7 @@ export async function fetchStatus(server: string, timeoutMs = STATUS_TIMEOUT_MS)
   } catch (err) {
     return {
       ok: false,
-      message: `podvol at ${server} sent a /status that is not JSON: ${(err as Error).message}`,
+      message: `podvol at ${server} sent a /status that is not JSON: ${errorMessage(err)}`,
     };
   }
   if (!isStatusDocument(doc)) {

@@ -19,7 +19,7 @@ function containers(pod: V1Pod): { kind: string; c: V1Container }[] {
   return [
     ...(s?.initContainers ?? []).map((c) => ({ kind: 'initContainers', c })),
     ...(s?.containers ?? []).map((c) => ({ kind: 'containers', c })),
-    ...(s?.ephemeralContainers ?? []).map((c) => ({ kind: 'ephemeralContainers', c: c as V1Container })),
+    ...(s?.ephemeralContainers ?? []).map((c) => ({ kind: 'ephemeralContainers', c })),
   ];
 }
 

@@ -145,8 +145,26 @@ function defaultVolume(v: Obj): void {
  * they are for validation to report).
  */
 export function defaultPod(pod: V1Pod): V1Pod {
-  const out = structuredClone(pod) as Obj;
-  if (!isObj(out.spec)) return out as V1Pod;
+  const out: unknown = structuredClone(pod);
+  if (!isObj(out)) return pod;
+  defaultPodDocument(out);
+  return podFromDocument(out);
+}
+
+/**
+ * A pod document (a manifest's, or one defaulted here) taken as client-node's V1Pod.
+ * client-node checks nothing at run time either: it reads JSON into these types. The
+ * cast is safe because everything downstream validates before trusting a field
+ * (validatePodVolumes, the plugins' checks): a field of the wrong type is a
+ * reported problem, never a crash.
+ */
+export function podFromDocument(doc: Obj): V1Pod {
+  return doc as V1Pod;
+}
+
+/** defaultPod on the document itself (changed in place). */
+function defaultPodDocument(out: Obj): void {
+  if (!isObj(out.spec)) return;
   const spec = out.spec;
   setIfAbsent(spec, 'dnsPolicy', 'ClusterFirst');
   setIfAbsent(spec, 'restartPolicy', 'Always');
@@ -167,5 +185,4 @@ export function defaultPod(pod: V1Pod): V1Pod {
     normalizeResourceList(spec.resources.requests);
   }
   for (const v of objects(spec.volumes)) defaultVolume(v);
-  return out as V1Pod;
 }

@@ -5,12 +5,13 @@
 import { createHash } from 'node:crypto';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Composer, Lexer, Parser, type YAMLError } from 'yaml';
+import { errorMessage } from '../../errno.ts';
 import { isObj, type Obj, q } from '../../plugins/util/field-errors.ts';
 import { validateDNS1123Label, validateDNS1123Subdomain } from '../../plugins/util/names.ts';
 import { tooManyVolumes, validatePodVolumes } from '../../plugins/validation.ts';
 import type { SourceReason } from '../../reasons.ts';
 import { canonicalJSON } from '../volumemanager/reconciler.ts';
-import { defaultPod } from './defaults.ts';
+import { defaultPod, podFromDocument } from './defaults.ts';
 import type { SourceError } from './types.ts';
 
 /** kubelet's maxConfigLength for a manifest file. */
@@ -154,14 +155,18 @@ function podErrors(doc: Obj): string[] {
 
 // What kubelet's applyDefaults does to a pod read from a file.
 function applyStaticDefaults(doc: Obj, nodeName: string, file: string): V1Pod {
-  const pod = structuredClone(doc) as Obj & { metadata: Obj; spec: Obj };
-  const meta = pod.metadata;
-  const name = meta.name as string;
+  const pod = structuredClone(doc);
+  // podErrors accepted doc: metadata and spec are objects and metadata.name a string.
+  const meta: Obj = isObj(pod.metadata) ? pod.metadata : {};
+  const spec: Obj = isObj(pod.spec) ? pod.spec : {};
+  pod.metadata = meta;
+  pod.spec = spec;
+  const name = typeof meta.name === 'string' ? meta.name : '';
   const namespace = typeof meta.namespace === 'string' && meta.namespace !== '' ? meta.namespace : 'default';
   const uid =
     typeof meta.uid === 'string' && meta.uid !== ''
       ? meta.uid
-      : staticPodUID(defaultPod(doc as unknown as V1Pod), nodeName, file);
+      : staticPodUID(defaultPod(podFromDocument(doc)), nodeName, file);
   meta.name = staticPodName(name, nodeName);
   meta.namespace = namespace;
   meta.uid = uid;
@@ -170,15 +175,15 @@ function applyStaticDefaults(doc: Obj, nodeName: string, file: string): V1Pod {
     [CONFIG_HASH_ANNOTATION]: uid,
     [CONFIG_SOURCE_ANNOTATION]: 'file',
   };
-  pod.spec.nodeName = nodeName;
+  spec.nodeName = nodeName;
   // Static pods tolerate every NoExecute taint, so node problems never evict them.
-  const tolerations = Array.isArray(pod.spec.tolerations) ? pod.spec.tolerations : [];
+  const tolerations = Array.isArray(spec.tolerations) ? spec.tolerations : [];
   const exists = tolerations.some(
     (t) => isObj(t) && t.operator === 'Exists' && t.effect === 'NoExecute' && !t.key && !t.value,
   );
-  pod.spec.tolerations = exists ? tolerations : [...tolerations, { operator: 'Exists', effect: 'NoExecute' }];
+  spec.tolerations = exists ? tolerations : [...tolerations, { operator: 'Exists', effect: 'NoExecute' }];
   pod.status = { ...(isObj(pod.status) ? pod.status : {}), phase: 'Pending' };
-  return defaultPod(pod as unknown as V1Pod);
+  return defaultPod(podFromDocument(pod));
 }
 
 interface Doc {
@@ -304,7 +309,7 @@ function splitDocuments(text: string, file: string): Doc[] {
     } catch (err) {
       if (file.endsWith('.json')) {
         // V8 quotes a slice of the input after the comma; the document may hold secrets.
-        const msg = (err as Error).message.replace(/,\s*(?:\.\.\.)?".*$/s, '');
+        const msg = errorMessage(err).replace(/,\s*(?:\.\.\.)?".*$/s, '');
         return [parseError(1, `invalid JSON: ${firstLine(msg)}`)];
       }
     }
@@ -332,7 +337,7 @@ function splitDocuments(text: string, file: string): Doc[] {
         try {
           out.push({ index, value: d.toJS({ maxAliasCount: 100 }) });
         } catch (err) {
-          out.push(parseError(index, `invalid YAML: ${firstLine((err as Error).message)}`));
+          out.push(parseError(index, `invalid YAML: ${firstLine(errorMessage(err))}`));
         }
       }
     };

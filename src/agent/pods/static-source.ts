@@ -15,6 +15,7 @@ import { open, readdir, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { type Clock, systemClock, type Timer } from '../../clock.ts';
+import { errnoCode, errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import type { SourceReason } from '../../reasons.ts';
 import { MAX_MANIFEST_BYTES, type ParsedManifest, parseManifestFile } from './manifest.ts';
@@ -52,13 +53,9 @@ function statKey(s: StatLike): string {
   return `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
 }
 
-function errno(err: unknown): string | undefined {
-  return (err as NodeJS.ErrnoException)?.code;
-}
-
 function errText(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  return e?.code ? `${e.code}: ${e.message}` : String((err as Error)?.message ?? err);
+  const code = errnoCode(err);
+  return code ? `${code}: ${errorMessage(err)}` : errorMessage(err);
 }
 
 // Reads at most limit+1 bytes so a file growing while we read can not make us
@@ -198,7 +195,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
       const names = (await readdir(dir)).sort();
       return { base: dir, names, ino: st.ino };
     } catch (err) {
-      if (errno(err) === 'ENOENT') return { base: dir, names: [] };
+      if (errnoCode(err) === 'ENOENT') return { base: dir, names: [] };
       return {
         error: {
           source: 'file',
@@ -220,7 +217,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     try {
       st = await stat(path, { bigint: true });
     } catch (err) {
-      if (errno(err) === 'ENOENT') return 'skip'; // removed since readdir, or a dangling symlink
+      if (errnoCode(err) === 'ENOENT') return 'skip'; // removed since readdir, or a dangling symlink
       return fail('ReadError', `cannot stat manifest: ${errText(err)}`);
     }
     if (!st.isFile()) {
@@ -250,7 +247,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
             ? fail('FileTooLarge', `manifest is larger than the limit of ${MAX_MANIFEST_BYTES} bytes`)
             : parseManifestFile(buf.toString('utf8'), path, nodeName);
       } catch (err) {
-        if (errno(err) === 'ENOENT') return 'skip';
+        if (errnoCode(err) === 'ENOENT') return 'skip';
         result = fail('ReadError', `cannot read manifest: ${errText(err)}`);
       }
     }

@@ -1,6 +1,7 @@
 // A client of the runtime socket for `podvol mounts` and `podvol wait`:
 // one HTTP/1.1 request over the unix socket, the JSON answer parsed.
 import { request } from 'node:http';
+import { fieldOf } from '../../errno.ts';
 
 export interface ClientAnswer {
   status: number;
@@ -75,15 +76,11 @@ export async function resolvePod(
   // podvol answers as soon as the pod is known (or after waitSeconds with none).
   const query = new URLSearchParams({ namespace, name, wait: waitSeconds.toFixed(3) });
   const answer = await callRuntime(socketPath, 'GET', `/v1/pods?${query}`, timeoutMs);
-  const pods = (answer.body.pods ?? []) as {
-    uid: string;
-    namespace: string;
-    name: string;
-    terminating?: unknown;
-  }[];
-  const match = pods.filter((p) => p.namespace === namespace && p.name === name);
+  const pods: unknown[] = Array.isArray(answer.body.pods) ? answer.body.pods : [];
+  const match = pods.filter((p) => fieldOf(p, 'namespace') === namespace && fieldOf(p, 'name') === name);
   // An edited static pod and its terminating predecessor share a name: the one not terminating wins.
-  const found = match.find((p) => !p.terminating) ?? match[0];
-  if (!found) throw new PodNotKnownError(`pod ${namespace}/${name} is not known to podvol`);
-  return found.uid;
+  const found = match.find((p) => !fieldOf(p, 'terminating')) ?? match[0];
+  const uid = fieldOf(found, 'uid');
+  if (typeof uid !== 'string') throw new PodNotKnownError(`pod ${namespace}/${name} is not known to podvol`);
+  return uid;
 }

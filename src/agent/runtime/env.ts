@@ -62,23 +62,25 @@ export async function containerEnv(
 ): Promise<Map<string, string>> {
   const ns = pod.metadata?.namespace ?? '';
   const standalone = host.getKubeClient() === undefined;
-  const cache = new Map<string, unknown>();
-  const get = async <T>(kind: 'configMap' | 'secret', fetch: Fetch<T>, name: string, optional: boolean) => {
-    const key = `${kind}/${name}`;
-    if (cache.has(key)) return cache.get(key) as T;
-    if (standalone) throw new Error(`couldn't get ${kind} ${ns}/${name}, no kubeClient defined`);
-    try {
-      const obj = await fetch(ns, name);
-      cache.set(key, obj);
-      return obj;
-    } catch (err) {
-      if (isNotFound(err) && optional) return undefined;
-      throw err;
-    }
+  // One fetch per object and kind for the whole container.
+  const cached = <T>(kind: 'configMap' | 'secret', fetch: Fetch<T>) => {
+    const cache = new Map<string, T>();
+    return async (name: string, optional: boolean): Promise<T | undefined> => {
+      const hit = cache.get(name);
+      if (hit !== undefined) return hit;
+      if (standalone) throw new Error(`couldn't get ${kind} ${ns}/${name}, no kubeClient defined`);
+      try {
+        const obj = await fetch(ns, name);
+        cache.set(name, obj);
+        return obj;
+      } catch (err) {
+        if (isNotFound(err) && optional) return undefined;
+        throw err;
+      }
+    };
   };
-  const configMap = (name: string, optional: boolean) =>
-    get('configMap', host.getConfigMapFunc(), name, optional);
-  const secret = (name: string, optional: boolean) => get('secret', host.getSecretFunc(), name, optional);
+  const configMap = cached('configMap', host.getConfigMapFunc());
+  const secret = cached('secret', host.getSecretFunc());
   const decode = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
 
   const env = new Map<string, string>();

@@ -2,6 +2,7 @@
 // /etc/group (no NSS: a node agent should not depend on a directory service
 // to decide who may talk to it).
 import { readFileSync } from 'node:fs';
+import { errorMessage } from '../../errno.ts';
 
 export function resolveGroup(value: string, groupFile = '/etc/group'): number {
   if (/^\d+$/.test(value)) {
@@ -13,7 +14,7 @@ export function resolveGroup(value: string, groupFile = '/etc/group'): number {
   try {
     text = readFileSync(groupFile, 'utf8');
   } catch (err) {
-    throw new Error(`cannot read ${groupFile} to look up group "${value}": ${(err as Error).message}`);
+    throw new Error(`cannot read ${groupFile} to look up group "${value}": ${errorMessage(err)}`);
   }
   for (const line of text.split('\n')) {
     const [name, , gid] = line.split(':');

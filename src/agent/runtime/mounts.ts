@@ -7,6 +7,7 @@
 // ImageSubPath), they are listed apart, for the runtime to mount the image.
 import { isAbsolute } from 'node:path';
 import type { V1Container, V1Pod, V1VolumeMount } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import { resolveInRoot } from '../../volumehost/hostroot.ts';
 import type { SubPather } from '../../volumehost/subpath.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
@@ -57,7 +58,7 @@ export function findContainer(pod: V1Pod, name: string): FoundContainer | undefi
   const lists: [string, V1Container[] | undefined][] = [
     ['containers', pod.spec?.containers],
     ['initContainers', pod.spec?.initContainers],
-    ['ephemeralContainers', pod.spec?.ephemeralContainers as V1Container[] | undefined],
+    ['ephemeralContainers', pod.spec?.ephemeralContainers],
   ];
   for (const [kind, list] of lists) {
     const i = (list ?? []).findIndex((c) => c?.name === name);
@@ -122,7 +123,8 @@ export async function makeMounts(
   for (const [i, mount] of mounts.entries()) {
     const vol = volumes.get(mount.name);
     const image = vol?.spec?.volume?.image ?? undefined;
-    if (!vol || (!image && !vol.path)) {
+    const volumePath = vol?.path;
+    if (!vol || (!image && !volumePath)) {
       throw new RuntimeApiError(
         409,
         'VolumeNotReady',
@@ -135,7 +137,7 @@ export async function makeMounts(
         env ??= await containerEnv(pod, container, o.host);
         subPath = expandSubPathExpr(mount.subPathExpr, env);
       } catch (err) {
-        throw invalidMount('InvalidSubPathExpr', (err as Error).message);
+        throw invalidMount('InvalidSubPathExpr', errorMessage(err));
       }
     }
     if (subPath !== '') {
@@ -147,7 +149,7 @@ export async function makeMounts(
       } catch (err) {
         throw invalidMount(
           'InvalidSubPath',
-          `unable to provision SubPath \`${subPath}\`: ${(err as Error).message}`,
+          `unable to provision SubPath \`${subPath}\`: ${errorMessage(err)}`,
         );
       }
     }
@@ -165,7 +167,8 @@ export async function makeMounts(
       });
       continue;
     }
-    let source = vol.path as string;
+    if (!volumePath) continue; // unreachable: checked above (an image volume has no host path)
+    let source = volumePath;
     if (subPath !== '') {
       try {
         source = await o.subPaths.prepare({
@@ -181,7 +184,7 @@ export async function makeMounts(
           subPath,
         });
       } catch (err) {
-        throw invalidMount('SubPathFailed', (err as Error).message);
+        throw invalidMount('SubPathFailed', errorMessage(err));
       }
     }
     const readOnly = mount.readOnly === true || o.state.volumeReadOnly(vol, pod);

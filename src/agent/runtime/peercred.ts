@@ -6,6 +6,7 @@
 
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
+import { errorMessage, fieldOf } from '../../errno.ts';
 
 export interface PeerCredentials {
   pid: number;
@@ -23,15 +24,16 @@ const addonPath = new URL('../../../native/peercred/build/peercred.node', import
 export function loadPeerCred(): (socket: Socket) => PeerCredentials {
   let addon: Addon;
   try {
+    // Cast: require() types a native module as any; native/peercred/peercred.c exports exactly this.
     addon = createRequire(import.meta.url)(addonPath.pathname) as Addon;
   } catch (err) {
     throw new Error(
-      `cannot check the runtime socket's callers: the peercred addon is not built (${(err as Error).message.split('\n')[0]}); install a C compiler and run npm rebuild, or disable the socket with --runtime-socket ''`,
+      `cannot check the runtime socket's callers: the peercred addon is not built (${errorMessage(err).split('\n')[0]}); install a C compiler and run npm rebuild, or disable the socket with --runtime-socket ''`,
     );
   }
   return (socket) => {
     // libuv's pipe handle keeps its descriptor in .fd (-1 once closed).
-    const fd = (socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+    const fd = fieldOf(fieldOf(socket, '_handle'), 'fd');
     if (typeof fd !== 'number' || fd < 0) throw new Error('socket has no file descriptor');
     return addon.peerCred(fd);
   };

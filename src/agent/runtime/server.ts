@@ -7,6 +7,7 @@ import { chmod, chown, lstat, mkdir, unlink } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Socket } from 'node:net';
 import { dirname } from 'node:path';
+import { errnoCode, errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import {
   type Answer,
@@ -108,8 +109,8 @@ async function handle(o: RuntimeServerOptions, req: IncomingMessage, res: Server
     if (err instanceof RuntimeApiError) {
       return send(res, err.status, { reason: err.reason, message: err.message, ...err.extra });
     }
-    o.logger.error({ err: (err as Error).message, path }, 'runtime API request failed');
-    send(res, 500, { reason: 'InternalError', message: (err as Error).message });
+    o.logger.error({ err: errorMessage(err), path }, 'runtime API request failed');
+    send(res, 500, { reason: 'InternalError', message: errorMessage(err) });
   }
 }
 
@@ -121,8 +122,8 @@ async function prepareDirectory(dir: string, group: number | undefined): Promise
     if (group !== undefined) await chown(dir, 0, group);
     return;
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+    if (errnoCode(err) !== 'EEXIST') {
+      if (errnoCode(err) === 'ENOENT') {
         await mkdir(dirname(dir), { recursive: true, mode: 0o755 });
         return prepareDirectory(dir, group);
       }
@@ -145,7 +146,7 @@ async function removeStaleSocket(path: string): Promise<void> {
     if (!st.isSocket()) throw new Error(`${path} exists and is not a socket; refusing to replace it`);
     await unlink(path);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    if (errnoCode(err) !== 'ENOENT') throw err;
   }
 }
 
@@ -168,7 +169,7 @@ export async function startRuntimeServer(options: RuntimeServerOptions): Promise
     try {
       cred = o.peerCred(socket);
     } catch (err) {
-      log.warn({ err: (err as Error).message }, 'cannot read peer credentials; connection refused');
+      log.warn({ err: errorMessage(err) }, 'cannot read peer credentials; connection refused');
     }
     if (cred && callerAllowed(cred, o.group)) {
       http.emit('connection', socket);

@@ -9,8 +9,10 @@
 import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import { errorMessage, fieldOf } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import { podVolumeRecordsDir, podVolumeRecordsRoot } from '../../volumehost/paths.ts';
+import { parseOwnDocument } from '../own-document.ts';
 
 export const DEFAULT_TERMINATION_GRACE_SECONDS = 30;
 
@@ -60,8 +62,9 @@ export class TerminationGate {
     } catch {}
     for (const uid of uids) {
       try {
-        const e = JSON.parse(await readFile(runtimeFile(this.#root, uid), 'utf8')) as Entry;
-        if (e && e.version === 1) this.#entries.set(uid, e);
+        const text = await readFile(runtimeFile(this.#root, uid), 'utf8');
+        const e = parseOwnDocument<Entry>(text, (d) => fieldOf(d, 'version') === 1);
+        if (e) this.#entries.set(uid, e);
       } catch {}
     }
   }
@@ -89,7 +92,7 @@ export class TerminationGate {
 
   #persist(uid: string, e: Entry): void {
     this.#save(uid, e).catch((err) =>
-      this.#log.error({ podUID: uid, err: (err as Error).message }, 'cannot record termination state'),
+      this.#log.error({ podUID: uid, err: errorMessage(err) }, 'cannot record termination state'),
     );
   }
 

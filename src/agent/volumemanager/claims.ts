@@ -34,7 +34,7 @@ function usedAsDevice(pod: V1Pod, name: string): boolean {
   const all = [
     ...(pod.spec?.containers ?? []),
     ...(pod.spec?.initContainers ?? []),
-    ...((pod.spec?.ephemeralContainers ?? []) as { volumeDevices?: { name: string }[] }[]),
+    ...(pod.spec?.ephemeralContainers ?? []),
   ];
   return all.some((c) => (c.volumeDevices ?? []).some((d) => d.name === name));
 }

@@ -2,6 +2,7 @@
 // the populator that fills it). A volume that cannot be set up (invalid spec,
 // no plugin) stays in the desired state with its problem, so /status shows why.
 import type { V1Pod } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
 import { reasonOf, type Spec, specName } from '../../plugins/types.ts';
 import { usedVolumeNames, type VolumeProblem, validatePodVolumes } from '../../plugins/validation.ts';
@@ -87,7 +88,7 @@ function volumesOf(
       add(name, {
         requiresRemount: false,
         waitsForClaim: isClaim,
-        problem: { reason: reasonOf(err, 'UnknownVolumeSource'), message: (err as Error).message },
+        problem: { reason: reasonOf(err, 'UnknownVolumeSource'), message: errorMessage(err) },
       });
     }
   }

@@ -1,6 +1,7 @@
 // kubelet's operation_generator: the mount and unmount operations the
 // reconciler hands to the operation executor, with their metrics, logs and Events.
 import type { V1Pod } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import { UNRESPONSIVE_AFTER_MS, unresponsiveMounts } from '../../mount/deadline-stat.ts';
 import { isNodeExpandable, type MounterArgs, reasonOf, VolumeError } from '../../plugins/types.ts';
 import { nodeAffinityMismatch } from '../../plugins/util/node-affinity.ts';
@@ -43,8 +44,10 @@ export async function mountVolume(
   prev: MountedVolume | undefined,
 ): Promise<void> {
   const { logger, metrics, pluginMgr, rootDir, host, asw } = ctx;
-  const pluginName = d.pluginName as string;
-  const spec = d.spec as NonNullable<VolumeToMount['spec']>;
+  const { pluginName, spec } = d;
+  // The reconciler only mounts volumes a plugin matched; a volume with a problem never gets here.
+  if (pluginName === undefined || spec === undefined)
+    throw new VolumeError('UnknownVolumeSource', d.problem?.message ?? 'no volume plugin matched');
   const log = {
     pod: `${pod.metadata?.namespace}/${pod.metadata?.name}`,
     podUID: d.podUID,
@@ -108,7 +111,7 @@ export async function mountVolume(
       state: prev?.state === 'mounted' ? 'mounted' : 'uncertain',
       remountRequired: prev?.state === 'mounted',
     });
-    const message = (err as Error).message;
+    const message = errorMessage(err);
     logger.warn(
       { ...log, durationMs: Math.round(seconds * 1000), reason, err: message },
       'MountVolume.SetUp failed',
@@ -177,7 +180,7 @@ export async function unmountVolume(ctx: OperationContext, v: MountedVolume): Pr
     metrics.operation(v.pluginName, 'volume_unmount', false, seconds);
     metrics.operationError('volume_unmount', reason);
     v.state = 'uncertain';
-    const message = (err as Error).message;
+    const message = errorMessage(err);
     logger.warn(
       { ...log, durationMs: Math.round(seconds * 1000), reason, err: message },
       'UnmountVolume.TearDown failed',
@@ -226,7 +229,7 @@ export async function expandVolume(ctx: VolumeManagerContext, v: MountedVolume, 
     const reason = reasonOf(err, 'ExpansionFailed');
     metrics.operation(v.pluginName, 'volume_fs_resize', false, seconds);
     metrics.operationError('volume_fs_resize', reason);
-    const message = (err as Error).message;
+    const message = errorMessage(err);
     logger.warn(
       { ...log, durationMs: Math.round(seconds * 1000), reason, err: message },
       'NodeExpandVolume failed',

@@ -1,6 +1,8 @@
 // kubelet's cleanupOrphanedPodDirs (kubelet_volumes.go): pod directories and
 // records of pods nobody wants any more are removed, never across a mount and
 // never through a symlink.
+
+import { errorMessage } from '../../errno.ts';
 import { reasonOf } from '../../plugins/types.ts';
 import {
   podDir,
@@ -72,9 +74,9 @@ export async function cleanupOrphanedPodDirs(
   try {
     table = await mounter.list();
   } catch (err) {
-    for (const uid of orphans) housekeepingErrors.set(uid, (err as Error).message);
+    for (const uid of orphans) housekeepingErrors.set(uid, errorMessage(err));
     logger.warn(
-      { err: (err as Error).message },
+      { err: errorMessage(err) },
       'could not read the mount table to remove orphaned pod directories',
     );
     return;
@@ -111,9 +113,9 @@ export async function cleanupOrphanedPodDirs(
         logger.warn({ podUID: uid }, msg);
       }
     } catch (err) {
-      housekeepingErrors.set(uid, (err as Error).message);
+      housekeepingErrors.set(uid, errorMessage(err));
       ctx.metrics.operationError('orphan_cleanup', reasonOf(err, 'CleanupFailed'));
-      logger.warn({ podUID: uid, err: (err as Error).message }, 'could not remove orphaned pod directory');
+      logger.warn({ podUID: uid, err: errorMessage(err) }, 'could not remove orphaned pod directory');
     }
   }
 }

@@ -2,6 +2,7 @@
 // rebuilt into the actual state (from podvol's records where they exist, from the
 // plugin's constructVolumeSpec otherwise) as 'uncertain', so nothing is lost or leaked.
 import { readdir } from 'node:fs/promises';
+import { errnoCode, errorMessage } from '../../errno.ts';
 import { reasonOf } from '../../plugins/types.ts';
 import {
   escapeQualifiedName,
@@ -82,7 +83,7 @@ export async function cleanOrphanVolumes(
     } catch (err) {
       ctx.metrics.forceCleaned?.(false);
       ctx.logger.error(
-        { podUID: f.podUID, volume: f.innerName, plugin: f.pluginName, err: (err as Error).message },
+        { podUID: f.podUID, volume: f.innerName, plugin: f.pluginName, err: errorMessage(err) },
         'force cleanup of a volume that could not be reconstructed failed',
       );
     }
@@ -140,7 +141,7 @@ export async function reconstructVolume(
     ctx.metrics.reconstructed(false);
     ctx.metrics.operationError('reconstruct', reasonOf(err, 'ReconstructFailed'));
     ctx.logger.error(
-      { podUID: uid, volume: innerName, plugin: pluginName, err: (err as Error).message },
+      { podUID: uid, volume: innerName, plugin: pluginName, err: errorMessage(err) },
       'could not reconstruct volume',
     );
     return false;
@@ -180,8 +181,7 @@ export async function readdirOrEmpty(dir: string): Promise<string[]> {
   try {
     return await readdir(dir);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR')
-      return [];
+    if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return [];
     throw err;
   }
 }

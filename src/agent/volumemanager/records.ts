@@ -6,8 +6,10 @@
 import { lstat, readdir, readFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { V1PersistentVolume, V1Volume } from '@kubernetes/client-node';
+import { fieldOf } from '../../errno.ts';
 import { escapeQualifiedName, podVolumeRecordsDir } from '../../volumehost/paths.ts';
 import { relativeBeneath, type SafeFs } from '../../volumehost/safe-fs.ts';
+import { parseOwnDocument } from '../own-document.ts';
 
 export interface VolumeRecord {
   version: 1;
@@ -48,10 +50,10 @@ export async function readRecord(
   volumeName: string,
 ): Promise<VolumeRecord | undefined> {
   try {
-    const r = JSON.parse(
+    return parseOwnDocument<VolumeRecord>(
       await readFile(recordPath(root, podUID, pluginName, volumeName), 'utf8'),
-    ) as VolumeRecord;
-    return r.version === 1 && r.volume?.name === volumeName ? r : undefined;
+      (d) => fieldOf(d, 'version') === 1 && fieldOf(fieldOf(d, 'volume'), 'name') === volumeName,
+    );
   } catch {
     return undefined;
   }

@@ -5,6 +5,7 @@
 // before the pod sources have synced; stopping unmounts nothing. The parts live
 // in their own files under kubelet's names; this one wires them and runs the loop.
 import type { V1Pod } from '@kubernetes/client-node';
+import { errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import type * as mount from '../../mount/types.ts';
 import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
@@ -212,7 +213,7 @@ export class VolumeManager {
       try {
         fn();
       } catch (err) {
-        this.#o.logger.error({ err: (err as Error).message }, 'state change listener failed');
+        this.#o.logger.error({ err: errorMessage(err) }, 'state change listener failed');
       }
     }
   }
@@ -325,7 +326,7 @@ export class VolumeManager {
           .catch((err: Error) => this.#o.logger.warn({ err: err.message }, 'housekeeping failed'));
       }
     } catch (err) {
-      this.#o.logger.error({ err: (err as Error).message }, 'reconciler pass failed');
+      this.#o.logger.error({ err: errorMessage(err) }, 'reconciler pass failed');
     } finally {
       this.#o.metrics.reconcile((performance.now() - started) / 1000);
       this.#ticking = false;

@@ -4,6 +4,8 @@
 // the used bytes of every mounted emptyDir and, when a volume exceeds its
 // sizeLimit, a Warning Event and reason SizeLimitExceeded in /status. kubelet
 // evicts such a pod; podvol runs no containers, so it reports.
+
+import { errorMessage } from '../../errno.ts';
 import { unresponsiveMounts } from '../../mount/deadline-stat.ts';
 import { emptyDirPluginName } from '../../plugins/emptydir.ts';
 import { diskUsage } from '../../plugins/util/disk-usage.ts';
@@ -106,7 +108,7 @@ export class EmptyDirStats {
         usedBytes = Number((await diskUsage(v.path)).bytes);
       } catch (err) {
         logger.warn(
-          { podUID: v.podUID, volume: v.volumeName, err: (err as Error).message },
+          { podUID: v.podUID, volume: v.volumeName, err: errorMessage(err) },
           'volume usage not measured',
         );
         continue;
