@@ -79,8 +79,9 @@ export async function containerEnv(
       }
     };
   };
-  const configMap = cached('configMap', host.getConfigMapFunc());
-  const secret = cached('secret', host.getSecretFunc());
+  // The host's getters are asked only when a container names an object.
+  const configMap = cached('configMap', (namespace, name) => host.getConfigMapFunc()(namespace, name));
+  const secret = cached('secret', (namespace, name) => host.getSecretFunc()(namespace, name));
   const decode = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
 
   const env = new Map<string, string>();

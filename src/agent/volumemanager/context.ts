@@ -7,9 +7,10 @@ import type * as mount from '../../mount/types.ts';
 import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
 import type { VolumeReason } from '../../reasons.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
-import type { ActualStateOfWorld } from './actual-state.ts';
-import type { DesiredStateOfWorld } from './desired-state.ts';
+import type { ActualStateOfWorld, MountedVolume } from './actual-state.ts';
+import type { DesiredStateOfWorld, VolumeToMount } from './desired-state.ts';
 import type { OperationExecutor } from './operation-executor.ts';
+import type { SpecChange } from './reconciler.ts';
 import type { Terminating } from './status.ts';
 
 /**
@@ -43,6 +44,8 @@ export interface VolumeManagerContext {
   dsw: DesiredStateOfWorld;
   asw: ActualStateOfWorld;
   executor: OperationExecutor;
+  /** Whether a desired volume's spec changed under a mounted one (reconciler.ts createSpecChange). */
+  specChange: (v: MountedVolume, d: VolumeToMount | undefined) => SpecChange;
   /**
    * The runtime contract's teardown rule: a pod no longer desired whose
    * volumes a runtime may still use is held (with its deadline) until the

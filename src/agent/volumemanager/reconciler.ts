@@ -25,36 +25,38 @@ export function canonicalJSON(value: unknown): string {
   );
 }
 
-/**
- * canonicalJSON of a volume spec, once per object: the reconciler and every
- * /status or runtime API answer compare the same pod objects again and again
- * (a changed pod brings new objects; specs are never changed in place).
- */
-const canonicalOfSpec = new WeakMap<object, string>();
-function canonicalVolume(volume: object | undefined): string {
-  if (!volume) return canonicalJSON(volume);
-  let text = canonicalOfSpec.get(volume);
-  if (text === undefined) {
-    text = canonicalJSON(volume);
-    canonicalOfSpec.set(volume, text);
-  }
-  return text;
-}
-
-const sameSpec = (v: MountedVolume, d: VolumeToMount) =>
-  !v.specExact || canonicalVolume(v.spec.volume) === canonicalVolume(d.spec?.volume);
+export type SpecChange = 'none' | 'rerender' | 'restart';
 
 /**
- * A desired volume whose spec changed under the same pod UID (a static pod
- * edited with an explicit metadata.uid): volumes kubelet re-renders
- * (configMap, secret, downwardAPI, projected) are re-rendered in place; any
- * other change waits for the pod to be recreated, because unmounting would
- * pull the volume from under containers that still use it.
+ * kubelet's check for a desired volume whose spec changed under the same pod UID
+ * (a static pod edited with an explicit metadata.uid): volumes kubelet re-renders
+ * (configMap, secret, downwardAPI, projected) are re-rendered in place; any other
+ * change waits for the pod to be recreated, because unmounting would pull the
+ * volume from under containers that still use it.
+ *
+ * Each volume manager makes one and keeps it beside the state it compares: it
+ * remembers the canonicalJSON of each spec object, because the reconciler and
+ * every /status or runtime API answer compare the same pod objects again and
+ * again (a changed pod brings new objects; specs are never changed in place).
  */
-export function specChange(v: MountedVolume, d: VolumeToMount | undefined): 'none' | 'rerender' | 'restart' {
-  if (!d || d.problem) return 'none';
-  if (d.pluginName === v.pluginName && sameSpec(v, d)) return 'none';
-  return d.pluginName === v.pluginName && d.requiresRemount ? 'rerender' : 'restart';
+export function createSpecChange(): (v: MountedVolume, d: VolumeToMount | undefined) => SpecChange {
+  const canonicalOfSpec = new WeakMap<object, string>();
+  const canonicalVolume = (volume: object | undefined): string => {
+    if (!volume) return canonicalJSON(volume);
+    let text = canonicalOfSpec.get(volume);
+    if (text === undefined) {
+      text = canonicalJSON(volume);
+      canonicalOfSpec.set(volume, text);
+    }
+    return text;
+  };
+  const sameSpec = (v: MountedVolume, d: VolumeToMount) =>
+    !v.specExact || canonicalVolume(v.spec.volume) === canonicalVolume(d.spec?.volume);
+  return (v, d) => {
+    if (!d || d.problem) return 'none';
+    if (d.pluginName === v.pluginName && sameSpec(v, d)) return 'none';
+    return d.pluginName === v.pluginName && d.requiresRemount ? 'rerender' : 'restart';
+  };
 }
 
 /** kubelet's reconciler.unmountVolumes: every mounted volume of a pod no longer desired nor held. */
@@ -79,7 +81,7 @@ export function mountVolumes(ctx: VolumeManagerContext): void {
   const refreshes: [VolumeToMount, MountedVolume][] = [];
   for (const d of dsw.volumesToMount()) {
     const v = asw.get(d.key);
-    const change = v ? specChange(v, d) : 'none';
+    const change = v ? ctx.specChange(v, d) : 'none';
     if (change === 'restart') continue;
     if (v && v.state === 'mounted' && !v.remountRequired && change === 'none') {
       // kubelet's GenerateExpandInUseVolumeFunc: the claim asked for more room while the pod runs.

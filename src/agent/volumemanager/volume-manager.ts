@@ -17,7 +17,7 @@ import { DesiredStateOfWorld } from './desired-state.ts';
 import { defaultMaxConcurrentOperations, OperationExecutor } from './operation-executor.ts';
 import { cleanupOrphanedPodDirs } from './orphan-cleanup.ts';
 import { DesiredStateOfWorldPopulator } from './populator.ts';
-import { mountVolumes, specChange, unmountVolumes, volumesToUnmount } from './reconciler.ts';
+import { createSpecChange, mountVolumes, unmountVolumes, volumesToUnmount } from './reconciler.ts';
 import { cleanOrphanVolumes, type FailedReconstruction, reconstructVolumes } from './reconstruction.ts';
 import { SettleGuard, type TeardownHold } from './settle-guard.ts';
 import { buildStatus, type PodStatus, type Terminating } from './status.ts';
@@ -71,6 +71,8 @@ export class VolumeManager {
   readonly dsw = new DesiredStateOfWorld();
   readonly asw = new ActualStateOfWorld(() => this.#notify());
   readonly executor: OperationExecutor;
+  /** Compares desired and mounted specs; caches each spec's canonical JSON for this manager's state. */
+  readonly #specChange = createSpecChange();
   /** Called after anything /status shows may have changed (see subscribe). */
   readonly #listeners = new Set<() => void>();
   readonly #o: Required<
@@ -138,6 +140,7 @@ export class VolumeManager {
       dsw: this.dsw,
       asw: this.asw,
       executor: this.executor,
+      specChange: this.#specChange,
       heldPod: this.#o.heldPod,
       cleanSubPaths: this.#o.cleanSubPaths,
     };
@@ -281,7 +284,7 @@ export class VolumeManager {
 
   readonly #statusHooks = {
     held: (uid: string) => this.#o.heldPod?.(uid),
-    specChange,
+    specChange: this.#specChange,
   };
 
   async reconstruct(): Promise<void> {
