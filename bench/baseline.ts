@@ -50,7 +50,8 @@ const q = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 const writeDetail = (d: string) => {
   const m = /mode (\d+), (\d+) bytes/.exec(d);
   if (!m) throw new Error(`unexpected write detail "${d}"`);
-  return { mode: Number.parseInt(m[1], 8), bytes: Number(m[2]), octal: m[1] };
+  const [, octal = '', bytes = ''] = m;
+  return { mode: Number.parseInt(octal, 8), bytes: Number(bytes), octal };
 };
 
 /** The steps of one phase as a bash script, one command per step (writes with the printf builtin). */

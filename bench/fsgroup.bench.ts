@@ -7,6 +7,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setVolumeOwnership } from '../src/plugins/volume-ownership.ts';
+import { median } from './lib.ts';
 
 const FILES = Number(process.argv[2] ?? 100_000);
 const PER_DIR = Number(process.argv[3] ?? 1000);
@@ -28,7 +29,6 @@ try {
     const r = await setVolumeOwnership(root, GID, { readOnly: false, fsGroupChangePolicy: policy });
     return { ms: Number(process.hrtime.bigint() - t0) / 1e6, ...r };
   };
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
   const first = await time(undefined); // changes every entry
   const walks: number[] = [];

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freshBundle } from '../bin/fresh-bundle.js';
+import { PROC_MOUNTINFO, parseMountInfo } from '../src/mount/mountinfo.ts';
 import { freePort } from '../test/helpers/daemon.ts';
 
 export const repoRoot = join(import.meta.dirname, '..');
@@ -52,22 +53,21 @@ export function ensureMountNamespace(): void {
 
 /** Mount points at or below `dir`, deepest first. */
 export function mountsBelow(dir: string): string[] {
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => l.split(' ')[4].replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(Number.parseInt(o, 8))))
+  return mountTable()
+    .map((m) => m.mountPoint)
     .filter((m) => m === dir || m.startsWith(`${dir}/`))
     .sort((a, b) => b.length - a.length);
 }
 
 /** Mount ids below `dir` (to show a restart left the mount table as it was). */
 export function mountIdsBelow(dir: string): string[] {
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .filter((l) => l.split(' ')[4]?.startsWith(`${dir}/`))
-    .map((l) => l.split(' ')[0])
+  return mountTable()
+    .filter((m) => m.mountPoint.startsWith(`${dir}/`))
+    .map((m) => String(m.id))
     .sort();
 }
+
+const mountTable = () => parseMountInfo(readFileSync(PROC_MOUNTINFO, 'utf8'));
 
 /** A temp directory; `cleanup()` unmounts anything left below it, removes it, and says whether something was left. */
 export function tempRoot(prefix: string): { dir: string; cleanup(): void } {
@@ -249,7 +249,7 @@ export async function until(
 export function percentile(xs: readonly number[], p: number): number {
   if (xs.length === 0) return Number.NaN;
   const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? Number.NaN;
 }
 
 export const median = (xs: readonly number[]) => percentile(xs, 50);

@@ -3,6 +3,7 @@
 // parsed many times. Prints ms per parse next to a naive split-only baseline
 // measured in the same run. Run: node bench/mountinfo.bench.ts [entries] [rounds]
 import { parseMountInfo } from '../src/mount/mountinfo.ts';
+import { median } from './lib.ts';
 
 const ENTRIES = Number(process.argv[2] ?? 10_000);
 const ROUNDS = Number(process.argv[3] ?? 200);
@@ -49,20 +50,17 @@ function measure(fns: (() => unknown)[]): Timing[] {
       times[k]?.push(Number(process.hrtime.bigint() - t0) / 1e6);
     }
   }
-  return times.map((t) => {
-    t.sort((a, b) => a - b);
-    return {
-      median: t[Math.floor(t.length / 2)] ?? Number.NaN,
-      mean: t.reduce((a, b) => a + b, 0) / t.length,
-    };
-  });
+  return times.map((t) => ({
+    median: median(t),
+    mean: t.reduce((a, b) => a + b, 0) / t.length,
+  }));
 }
 
 const text = Array.from({ length: ENTRIES }, (_, i) => line(i)).join('\n') + '\n';
 const parsed = parseMountInfo(text);
 if (parsed.length !== ENTRIES) throw new Error(`parsed ${parsed.length} entries, expected ${ENTRIES}`);
-if (parsed[2].mountPoint !== '/mnt/with space/and\ttab/and\nnewline/back\\slash/2') {
-  throw new Error(`escapes decoded wrongly: ${JSON.stringify(parsed[2].mountPoint)}`);
+if (parsed[2]?.mountPoint !== '/mnt/with space/and\ttab/and\nnewline/back\\slash/2') {
+  throw new Error(`escapes decoded wrongly: ${JSON.stringify(parsed[2]?.mountPoint)}`);
 }
 
 const [base, ours] = measure([() => naive(text), () => parseMountInfo(text)]);

@@ -9,6 +9,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mkdirAllBeneath, removeAllBeneath } from '../src/volumehost/safe-fs.ts';
+import { median } from './lib.ts';
 
 const FILES = Number(process.argv[2] ?? 20_000);
 const PER_DIR = Number(process.argv[3] ?? 100);
@@ -27,7 +28,6 @@ const ms = async (fn: () => Promise<unknown>) => {
   await fn();
   return Number(process.hrtime.bigint() - t0) / 1e6;
 };
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 try {
   const safe: number[] = [];
   const plain: number[] = [];

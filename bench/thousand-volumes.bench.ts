@@ -13,6 +13,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, wr
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { percentile } from './lib.ts';
 
 const VOLUMES = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 1000);
 const USE_CGROUP = process.argv.includes('--cgroup');
@@ -214,9 +215,8 @@ async function run(label: string, pool: number | undefined) {
 
 function healthFigures(ms: number[]): string {
   if (ms.length === 0) return 'never answered';
-  const sorted = [...ms].sort((a, b) => a - b);
-  const p = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))].toFixed(0);
-  return `p50 ${p(0.5)} ms, p99 ${p(0.99)} ms, max ${p(1)} ms (${ms.length} probes)`;
+  const p = (q: number) => percentile(ms, q).toFixed(0);
+  return `p50 ${p(50)} ms, p99 ${p(99)} ms, max ${p(100)} ms (${ms.length} probes)`;
 }
 const mib = (b: number | undefined) => (b === undefined ? '-' : `${(b / 1024 / 1024).toFixed(0)} MiB`);
 console.log(
@@ -234,4 +234,6 @@ for (const [label, pool] of [
     `  ${r.label.padEnd(24)} peak RSS ${mib(r.hwm).padStart(8)}  cgroup peak ${mib(r.peak).padStart(8)}  OOM-killed ${r.oom ? 'YES' : 'no'}  all mounted ${(r.mountedMs / 1000).toFixed(1)} s  torn down ${(r.tornDownMs / 1000).toFixed(1)} s  /healthz ${healthFigures(r.health)}${'err' in r ? `  ERROR ${r.err}` : ''}`,
   );
 }
-console.log(`  peak RSS ratio pool/baseline: ${(results[0].hwm / results[1].hwm).toFixed(2)}`);
+const [pooled, baseline] = results;
+if (pooled && baseline)
+  console.log(`  peak RSS ratio pool/baseline: ${(pooled.hwm / baseline.hwm).toFixed(2)}`);

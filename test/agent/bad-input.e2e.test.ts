@@ -6,6 +6,7 @@ import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startPodvol, waitFor } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { must } from '../helpers/must.ts';
 
 mountTest('bad volumes get precise reasons; the rest of the pod and other pods work', async (t) => {
   const base = await tempDir(t);
@@ -90,16 +91,17 @@ mountTest('bad volumes get precise reasons; the rest of the pod and other pods w
     ssd: 'UnknownStorageMedium',
     huge: 'HugePagesNotRequested',
   };
+  const volume = (name: string) => must(reasons[name], `volume ${name} in the status`);
   for (const [name, reason] of Object.entries(expect)) {
-    assert.equal(reasons[name]?.state, 'failed', `${name}: ${JSON.stringify(reasons[name])}`);
-    assert.equal(reasons[name].reason, reason, `${name}: ${reasons[name].message}`);
-    assert.ok(reasons[name].message.length > 0);
+    assert.equal(volume(name).state, 'failed', `${name}: ${JSON.stringify(reasons[name])}`);
+    assert.equal(volume(name).reason, reason, `${name}: ${volume(name).message}`);
+    assert.ok(volume(name).message.length > 0);
   }
-  assert.equal(reasons.ok.state, 'mounted', 'a good volume of the same pod is mounted');
-  assert.equal(reasons.nosource.plugin, 'kubernetes.io/empty-dir');
-  assert.match(reasons.wrongtype.message, /is not a directory, it's a File/);
+  assert.equal(volume('ok').state, 'mounted', 'a good volume of the same pod is mounted');
+  assert.equal(volume('nosource').plugin, 'kubernetes.io/empty-dir');
+  assert.match(volume('wrongtype').message, /is not a directory, it's a File/);
   assert.equal(
-    reasons.huge.message,
+    volume('huge').message,
     'medium HugePages-1Gi: hugePages storage requested, but there is no resource request for huge pages',
   );
 

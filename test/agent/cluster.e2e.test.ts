@@ -16,6 +16,7 @@ import {
   waitGone,
 } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { at } from '../helpers/must.ts';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 
@@ -256,7 +257,7 @@ mountTest('cluster mode: a token near expiry is refreshed in the projected volum
   );
   assert.equal(second, api.hooks.issuedTokens.at(-1)?.token);
   assert.ok(api.hooks.issuedTokens.length >= 2);
-  assert.equal((await p.status()).pods[0].volumes[0].state, 'mounted');
+  assert.equal(at(at((await p.status()).pods, 0).volumes, 0).state, 'mounted');
 });
 
 mountTest(

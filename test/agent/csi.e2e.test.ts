@@ -32,6 +32,7 @@ import {
   waitGone,
 } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { at, must } from '../helpers/must.ts';
 
 const DRIVER = 'test.csi.podvol.io';
 
@@ -236,7 +237,7 @@ csiTest(
         allocatable: { count: 16 },
       },
     ]);
-    assert.equal(csiNode.metadata.ownerReferences[0].kind, 'Node');
+    assert.equal(at(csiNode.metadata.ownerReferences, 0).kind, 'Node');
     const node = c.api.store.mustGet('nodes', undefined, 'testnode') as {
       metadata: { annotations: Record<string, string>; labels: Record<string, string> };
     };
@@ -440,7 +441,9 @@ csiTest(
     assert.equal(ctx['csi.storage.k8s.io/ephemeral'], 'true');
     assert.equal(ctx['csi.storage.k8s.io/pod.uid'], uid);
     assert.equal(ctx.size, '1');
-    const tokens = JSON.parse(ctx['csi.storage.k8s.io/serviceAccount.tokens']);
+    const tokens = JSON.parse(
+      must(ctx['csi.storage.k8s.io/serviceAccount.tokens'], 'the tokens in the volume context'),
+    );
     assert.deepEqual(Object.keys(tokens), ['', 'vault']);
     const issued = c.api.hooks.issuedTokens.filter((x) => x.boundObjectRef?.uid === uid);
     assert.ok(issued.some((x) => x.token === tokens.vault.token && x.audiences?.[0] === 'vault'));

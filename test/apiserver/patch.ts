@@ -1,6 +1,8 @@
 // PATCH bodies: RFC 6902 JSON patch and RFC 7386 merge patch. Strategic merge
 // patch is applied as a merge patch: the difference (list merge keys) does not
 // matter for the objects this server's clients patch (Events, Node status).
+
+import { at } from '../helpers/must.ts';
 import { StatusError } from './status.ts';
 
 type Json = unknown;
@@ -81,7 +83,7 @@ export function jsonPatch(doc: Json, ops: Op[]): Json {
 }
 
 export function applyPatch(contentType: string, doc: Json, body: Json): Json {
-  const type = contentType.split(';')[0].trim();
+  const type = at(contentType.split(';'), 0).trim();
   switch (type) {
     case 'application/json-patch+json':
       if (!Array.isArray(body)) throw new StatusError(400, 'json patch body must be an array of operations');

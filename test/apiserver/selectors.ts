@@ -40,7 +40,8 @@ export function parseFieldSelector(selector: string, allowed: readonly string[])
   for (const term of terms) {
     const m = /^([^=!]+?)\s*(==|!=|=)\s*(.*)$/.exec(term);
     if (!m) throw new SelectorError(`invalid selector: '${selector}'; can't understand '${term}'`);
-    const [, field, op, value] = m;
+    // Every group of these patterns takes part in a match: the defaults only satisfy the type.
+    const [, field = '', op, value] = m;
     if (!allowed.includes(field)) {
       throw new SelectorError(`field label not supported: ${field}`);
     }
@@ -71,18 +72,18 @@ export function parseLabelSelector(selector: string): Matcher {
     const labels = (o: KubeObj) => o.metadata.labels ?? {};
     let m = /^([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)$/.exec(term);
     if (m) {
-      const [, key, op, list] = m;
+      const [, key = '', op, list = ''] = m;
       const values = list.split(',').map((v) => v.trim());
       tests.push(
         op === 'in'
-          ? (o) => key in labels(o) && values.includes(labels(o)[key])
-          : (o) => !(key in labels(o)) || !values.includes(labels(o)[key]),
+          ? (o) => key in labels(o) && values.includes(labels(o)[key] ?? '')
+          : (o) => !(key in labels(o)) || !values.includes(labels(o)[key] ?? ''),
       );
       continue;
     }
     m = /^([\w./-]+)\s*(==|!=|=)\s*([\w.-]*)$/.exec(term);
     if (m) {
-      const [, key, op, value] = m;
+      const [, key = '', op, value] = m;
       tests.push(
         op === '!=' ? (o) => labels(o)[key] !== value : (o) => key in labels(o) && labels(o)[key] === value,
       );
@@ -90,7 +91,7 @@ export function parseLabelSelector(selector: string): Matcher {
     }
     m = /^(!?)([\w./-]+)$/.exec(term);
     if (m) {
-      const [, neg, key] = m;
+      const [, neg, key = ''] = m;
       tests.push(neg ? (o) => !(key in labels(o)) : (o) => key in labels(o));
       continue;
     }

@@ -16,6 +16,7 @@ import {
   type V1Pod,
   Watch,
 } from '@kubernetes/client-node';
+import { at, must } from '../helpers/must.ts';
 import { startTestApiServer, type TestApiServer, type TestApiServerOptions } from './server.ts';
 
 interface Env {
@@ -139,7 +140,7 @@ describe('test API server', () => {
       ['a'],
     );
 
-    got.metadata!.labels = { app: 'x' };
+    must(got.metadata, 'metadata').labels = { app: 'x' };
     const updated = await core.replaceNamespacedPod({ namespace: 'ns1', name: 'a', body: got });
     assert.equal(updated.metadata?.labels?.app, 'x');
     assert.ok(Number(updated.metadata?.resourceVersion) > Number(created.metadata?.resourceVersion));
@@ -207,14 +208,14 @@ describe('test API server', () => {
     assert.equal(viaMain.status, undefined);
     viaMain.status = { addresses: [{ type: 'InternalIP', address: '10.0.0.1' }] };
     const viaStatus = await core.replaceNodeStatus({ name: 'n1', body: viaMain });
-    assert.equal(viaStatus.status?.addresses?.[0].address, '10.0.0.1');
+    assert.equal(viaStatus.status?.addresses?.[0]?.address, '10.0.0.1');
     assert.equal((await core.listNode()).items.length, 1);
   });
 
   test('watch: ADDED/MODIFIED/DELETED from a resourceVersion, selector transitions, bookmarks', async (t) => {
     const { api, kc, core } = await setup(t);
     const list = await core.listPodForAllNamespaces({ fieldSelector: 'spec.nodeName=node1' });
-    const rv = list.metadata!.resourceVersion!;
+    const rv = must(list.metadata?.resourceVersion, 'resourceVersion');
     const watching = collect(
       kc,
       '/api/v1/pods',
@@ -224,7 +225,7 @@ describe('test API server', () => {
     await core.createNamespacedPod({ namespace: 'ns', body: pod('ns', 'mine', 'node1') });
     await core.createNamespacedPod({ namespace: 'ns', body: pod('ns', 'other', 'node2') });
     const p = await core.readNamespacedPod({ namespace: 'ns', name: 'mine' });
-    p.metadata!.labels = { v: '2' };
+    must(p.metadata, 'metadata').labels = { v: '2' };
     await core.replaceNamespacedPod({ namespace: 'ns', name: 'mine', body: p });
     await core.deleteNamespacedPod({ namespace: 'ns', name: 'mine', gracePeriodSeconds: 0 });
     api.hooks.sendBookmarks();
@@ -233,7 +234,7 @@ describe('test API server', () => {
       events.map((e) => `${e.type} ${e.object.metadata?.name ?? ''}`),
       ['ADDED mine', 'MODIFIED mine', 'DELETED mine', 'BOOKMARK '],
     );
-    const bookmarkRV = Number(events[3].object.metadata?.resourceVersion);
+    const bookmarkRV = Number(at(events, 3).object.metadata?.resourceVersion);
     assert.equal(bookmarkRV, api.store.resourceVersion());
   });
 
@@ -250,7 +251,10 @@ describe('test API server', () => {
 
   test('compaction: a too-old resourceVersion is 410 on list and an ERROR event on watch', async (t) => {
     const { api, kc, core } = await setup(t);
-    const old = (await core.listNamespacedPod({ namespace: 'ns' })).metadata!.resourceVersion!;
+    const old = must(
+      (await core.listNamespacedPod({ namespace: 'ns' })).metadata?.resourceVersion,
+      'resourceVersion',
+    );
     api.hooks.compact();
     const listErr = await rejects(core.listNamespacedPod({ namespace: 'ns', resourceVersion: old }));
     assert.equal(listErr.code, 410);
@@ -263,9 +267,9 @@ describe('test API server', () => {
     );
     assert.equal(err, null);
     assert.equal(events.length, 1);
-    assert.equal(events[0].type, 'ERROR');
-    assert.equal(events[0].object.code, 410);
-    assert.equal(events[0].object.reason, 'Expired');
+    assert.equal(at(events, 0).type, 'ERROR');
+    assert.equal(at(events, 0).object.code, 410);
+    assert.equal(at(events, 0).object.reason, 'Expired');
   });
 
   test('watch streams end after timeoutSeconds', async (t) => {
@@ -337,7 +341,10 @@ describe('test API server', () => {
     await core.createNamespacedServiceAccount({ namespace: 'ns', body: { metadata: { name: 'sa' } } });
     const p = await core.createNamespacedPod({
       namespace: 'ns',
-      body: { ...pod('ns', 'p', 'node1'), spec: { ...pod('ns', 'p').spec!, serviceAccountName: 'sa' } },
+      body: {
+        ...pod('ns', 'p', 'node1'),
+        spec: { ...must(pod('ns', 'p').spec, 'spec'), serviceAccountName: 'sa' },
+      },
     });
     const before = Date.now();
     const tr = await core.createNamespacedServiceAccountToken({
@@ -347,16 +354,16 @@ describe('test API server', () => {
         spec: {
           audiences: ['vault'],
           expirationSeconds: 3600,
-          boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: 'p', uid: p.metadata!.uid },
+          boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: 'p', uid: must(p.metadata, 'metadata').uid },
         },
       },
     });
     const token = tr.status?.token ?? '';
     assert.equal(token.split('.').length, 3);
-    const claims = JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString());
+    const claims = JSON.parse(Buffer.from(at(token.split('.'), 1, 'JWT payload'), 'base64url').toString());
     assert.deepEqual(claims.aud, ['vault']);
-    assert.equal(claims['kubernetes.io'].pod.uid, p.metadata!.uid);
-    const exp = new Date(tr.status!.expirationTimestamp as unknown as string).getTime();
+    assert.equal(claims['kubernetes.io'].pod.uid, must(p.metadata, 'metadata').uid);
+    const exp = new Date(must(tr.status, 'status').expirationTimestamp as unknown as string).getTime();
     assert.ok(
       exp >= Math.floor(before / 1000) * 1000 + 3600_000 && exp <= Date.now() + 3600_000,
       String(exp),

@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
+import { at } from '../helpers/must.ts';
 import { applyPatch } from './patch.ts';
 import {
   apiGroup,
@@ -165,6 +166,13 @@ interface Route {
 
 const isoSeconds = (d: Date) => d.toISOString().replace(/\.\d+Z$/, 'Z');
 
+/** A part of the URL the verb needs: a request without it names no resource this server has. */
+function required(value: string | undefined, what: string): string {
+  if (value === undefined)
+    throw new StatusError(404, `the server could not find the requested resource (${what})`);
+  return value;
+}
+
 function b64url(o: unknown): string {
   return Buffer.from(JSON.stringify(o)).toString('base64url');
 }
@@ -207,10 +215,10 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
   const hanging = new Set<ServerResponse>();
 
   function route(segments: string[]): { group: string; version: string; rest: string[] } | undefined {
-    if (segments[0] === 'api' && segments.length >= 2)
-      return { group: '', version: segments[1], rest: segments.slice(2) };
-    if (segments[0] === 'apis' && segments.length >= 3) {
-      return { group: segments[1], version: segments[2], rest: segments.slice(3) };
+    const [root, first, second] = segments;
+    if (root === 'api' && first !== undefined) return { group: '', version: first, rest: segments.slice(2) };
+    if (root === 'apis' && first !== undefined && second !== undefined) {
+      return { group: first, version: second, rest: segments.slice(3) };
     }
     return undefined;
   }
@@ -369,8 +377,8 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
   }
 
   function issueToken(r: Route, body: unknown): Record<string, unknown> {
-    const ns = r.namespace!;
-    const saName = r.name!;
+    const ns = required(r.namespace, 'a namespace');
+    const saName = required(r.name, 'a ServiceAccount name');
     const sa = store.mustGet('serviceaccounts', ns, saName);
     const tr = asObject(body);
     const spec = { ...((tr.spec as Record<string, unknown> | undefined) ?? {}) };
@@ -405,7 +413,7 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
           { details: { name: ref.name, kind: 'Pod' } },
         );
       }
-      podClaim = { name: pod.metadata.name!, uid: pod.metadata.uid! };
+      podClaim = { name: pod.metadata.name ?? '', uid: pod.metadata.uid ?? '' };
     }
     const n = ++tokenCounter;
     const now = Math.floor(Date.now() / 1000);
@@ -520,7 +528,7 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
       case 'list':
         return [200, listObjects(r, q)];
       case 'get':
-        return [200, out(store.mustGet(id, r.namespace, r.name!), r)];
+        return [200, out(store.mustGet(id, r.namespace, required(r.name, 'a name')), r)];
       case 'create': {
         if (r.name !== undefined)
           throw new StatusError(405, 'the server does not allow this method on the requested resource');
@@ -543,7 +551,7 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
         return [200, out(store.update(id, o, { subresource: r.subresource }), r)];
       }
       case 'patch': {
-        const cur = store.mustGet(id, r.namespace, r.name!);
+        const cur = store.mustGet(id, r.namespace, required(r.name, 'a name'));
         const patched = asObject(applyPatch(String(req.headers['content-type'] ?? ''), cur, body));
         patched.metadata.name = r.name;
         if (r.def.namespaced) patched.metadata.namespace = r.namespace;
@@ -553,12 +561,15 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
         const opts = (body ?? {}) as { gracePeriodSeconds?: number };
         const qGrace = q.get('gracePeriodSeconds');
         const gracePeriodSeconds = qGrace !== null ? Number(qGrace) : opts.gracePeriodSeconds;
-        return [200, out(store.delete(id, r.namespace, r.name!, { gracePeriodSeconds }), r)];
+        return [
+          200,
+          out(store.delete(id, r.namespace, required(r.name, 'a name'), { gracePeriodSeconds }), r),
+        ];
       }
       case 'deletecollection': {
         const matches = selectors(r.def, q);
         for (const o of store.list(id, r.namespace).filter(matches)) {
-          store.delete(id, o.metadata.namespace, o.metadata.name!);
+          store.delete(id, o.metadata.namespace, o.metadata.name ?? '');
         }
         return [200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success' }];
       }
@@ -600,7 +611,7 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
       }
       if (url.pathname === '/apis') return send(200, groupList(defs));
       if (segments[0] === 'apis' && segments.length === 2) {
-        const g = apiGroup(defs, segments[1]);
+        const g = apiGroup(defs, at(segments, 1));
         if (!g) throw new StatusError(404, 'the server could not find the requested resource');
         return send(200, g);
       }

@@ -3,6 +3,7 @@
 // watches replay from, and a compaction point below which resourceVersions
 // are answered with 410 Gone.
 import { randomUUID } from 'node:crypto';
+import { at } from '../helpers/must.ts';
 import { apiVersionOf, type ResourceDef } from './resources.ts';
 import type { KubeObj, Matcher } from './selectors.ts';
 import { alreadyExists, conflict, notFound, StatusError, tooOld } from './status.ts';
@@ -69,13 +70,23 @@ export class TestStore {
     return d.group === '' ? d.plural : `${d.plural}.${d.group}`;
   }
 
+  /** The objects of one resource (every resource has its map from the constructor on). */
+  private objectsOf(d: ResourceDef): Map<string, KubeObj> {
+    let map = this.objects.get(d.id);
+    if (!map) {
+      map = new Map();
+      this.objects.set(d.id, map);
+    }
+    return map;
+  }
+
   private key(d: ResourceDef, namespace: string | undefined, name: string): string {
     return d.namespaced ? `${namespace ?? ''}/${name}` : name;
   }
 
   get(resource: string, namespace: string | undefined, name: string): KubeObj | undefined {
     const d = this.def(resource);
-    const o = this.objects.get(d.id)!.get(this.key(d, namespace, name));
+    const o = this.objectsOf(d).get(this.key(d, namespace, name));
     return o ? clone(o) : undefined;
   }
 
@@ -91,12 +102,12 @@ export class TestStore {
 
   list(resource: string, namespace?: string): KubeObj[] {
     const d = this.def(resource);
-    const all = [...this.objects.get(d.id)!.values()];
+    const all = [...this.objectsOf(d).values()];
     return all
       .filter((o) => namespace === undefined || o.metadata.namespace === namespace)
       .sort((a, b) =>
-        this.key(d, a.metadata.namespace, a.metadata.name!) <
-        this.key(d, b.metadata.namespace, b.metadata.name!)
+        this.key(d, a.metadata.namespace, a.metadata.name ?? '') <
+        this.key(d, b.metadata.namespace, b.metadata.name ?? '')
           ? -1
           : 1,
       )
@@ -126,10 +137,10 @@ export class TestStore {
     }
     if (d.namespaced) obj.metadata.namespace ??= 'default';
     else delete obj.metadata.namespace;
-    const map = this.objects.get(d.id)!;
+    const map = this.objectsOf(d);
     const k = this.key(d, obj.metadata.namespace, name);
     if (map.has(k)) throw alreadyExists(this.qualified(d), name, d.group, d.plural);
-    obj.apiVersion = apiVersionOf(d, d.versions[0]);
+    obj.apiVersion = apiVersionOf(d, at(d.versions, 0));
     obj.kind = d.kind;
     obj.metadata.uid = randomUUID();
     obj.metadata.creationTimestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
@@ -148,7 +159,7 @@ export class TestStore {
   update(resource: string, input: KubeObj, opts: { subresource?: string } = {}): KubeObj {
     const d = this.def(resource);
     const name = input.metadata?.name ?? '';
-    const map = this.objects.get(d.id)!;
+    const map = this.objectsOf(d);
     const k = this.key(d, d.namespaced ? (input.metadata.namespace ?? 'default') : undefined, name);
     const cur = map.get(k);
     if (!cur) throw notFound(this.qualified(d), name, d.group, d.plural);
@@ -183,7 +194,7 @@ export class TestStore {
     this.emit({ rv: this.rv, resource: d.id, type: 'MODIFIED', object: clone(next), prev: clone(cur) });
     const finalizers = next.metadata.finalizers as string[] | undefined;
     if (next.metadata.deletionTimestamp && !finalizers?.length && !this.awaitsKubelet(d, next)) {
-      return this.remove(d, k);
+      return this.remove(d, k, next);
     }
     return clone(next);
   }
@@ -201,7 +212,7 @@ export class TestStore {
    */
   delete(resource: string, namespace: string | undefined, name: string, opts: DeleteOptions = {}): KubeObj {
     const d = this.def(resource);
-    const map = this.objects.get(d.id)!;
+    const map = this.objectsOf(d);
     const k = this.key(d, namespace, name);
     const cur = map.get(k);
     if (!cur) throw notFound(this.qualified(d), name, d.group, d.plural);
@@ -220,19 +231,18 @@ export class TestStore {
         .toISOString()
         .replace(/\.\d+Z$/, 'Z');
       next.metadata.deletionGracePeriodSeconds = grace;
-      if (grace === 0 && !finalizers?.length) return this.remove(d, k);
+      if (grace === 0 && !finalizers?.length) return this.remove(d, k, cur);
       next.metadata.resourceVersion = String(++this.rv);
       map.set(k, next);
       this.emit({ rv: this.rv, resource: d.id, type: 'MODIFIED', object: clone(next), prev: clone(cur) });
       return clone(next);
     }
-    return this.remove(d, k);
+    return this.remove(d, k, cur);
   }
 
-  private remove(d: ResourceDef, k: string): KubeObj {
-    const map = this.objects.get(d.id)!;
-    const cur = map.get(k)!;
-    map.delete(k);
+  /** Removes `cur`, the object stored under `k`. */
+  private remove(d: ResourceDef, k: string, cur: KubeObj): KubeObj {
+    this.objectsOf(d).delete(k);
     const gone = clone(cur);
     gone.metadata.resourceVersion = String(++this.rv);
     this.emit({ rv: this.rv, resource: d.id, type: 'DELETED', object: clone(gone) });

@@ -11,7 +11,8 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
-import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { mountPointsBelow, mountTest, tempDir } from '../helpers/mountns.ts';
+import { at } from '../helpers/must.ts';
 import { figure, pct, size } from './lib.ts';
 
 const hasBindfs = () => !spawnSync('bindfs', ['--version'], { stdio: 'ignore' }).error;
@@ -83,12 +84,7 @@ mountTest('chaos: a hung FUSE filesystem fails only its volume; teardown and shu
       d.kill('SIGCONT');
       d.kill('SIGKILL');
     }
-    const lines = (await readFile('/proc/self/mountinfo', 'utf8')).split('\n');
-    for (const mp of lines
-      .map((l) => l.split(' ')[4])
-      .filter((m) => m?.startsWith(`${base}/`))
-      .reverse())
-      spawnSync('umount', ['-l', '-c', mp], { timeout: 10_000 });
+    for (const mp of await mountPointsBelow(base)) spawnSync('umount', ['-l', '-c', mp], { timeout: 10_000 });
   });
   base = await tempDir(t);
   const root = join(base, 'root');
@@ -129,7 +125,7 @@ mountTest('chaos: a hung FUSE filesystem fails only its volume; teardown and shu
 
   await waitFor('the emptyDir mounted', () => allMounted('scratch', 1), 90_000);
   const normal = await latency('before');
-  const work = (await volumes('scratch'))[0];
+  const work = at(await volumes('scratch'), 0, 'the scratch volume');
   // What a container might do: a FUSE filesystem of its own inside the emptyDir.
   const inner = join(work.path, 'inner');
   await mkdir(inner);

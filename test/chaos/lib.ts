@@ -97,7 +97,7 @@ export async function mountsUnder(dir: string): Promise<MountEntry[]> {
 export function pct(ms: number[]): string {
   if (ms.length === 0) return 'none';
   const s = [...ms].sort((a, b) => a - b);
-  const at = (q: number) => s[Math.min(s.length - 1, Math.floor(q * s.length))].toFixed(0);
+  const at = (q: number) => (s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN).toFixed(0);
   return `p50 ${at(0.5)} ms, max ${at(1)} ms (n=${ms.length})`;
 }
 

@@ -3,13 +3,17 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { parseGoDuration } from '../../src/cli/options.ts';
 import { buildProgram } from '../../src/cli.ts';
+import { must } from '../helpers/must.ts';
 
 async function parse(args: string[], env: Record<string, string> = {}): Promise<Record<string, unknown>> {
   const saved = { ...process.env };
   Object.assign(process.env, env);
   try {
     const program = buildProgram();
-    const run = program.commands.find((c) => c.name() === 'run')!;
+    const run = must(
+      program.commands.find((c) => c.name() === 'run'),
+      'the run command',
+    );
     let flags: Record<string, unknown> = {};
     run.action((f: Record<string, unknown>) => {
       flags = f;

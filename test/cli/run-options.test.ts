@@ -10,6 +10,7 @@ import { type TestContext, test } from 'node:test';
 import { CommanderError } from 'commander';
 import { buildProgram } from '../../src/cli.ts';
 import { tempDir } from '../helpers/mountns.ts';
+import { must } from '../helpers/must.ts';
 
 const envNames = [
   'PODVOL_ROOT_DIR',
@@ -36,7 +37,10 @@ async function parseRun(t: TestContext, args: string[], env: Record<string, stri
   program.configureOutput({ writeErr: (s) => (errors += s), outputError: (s, w) => w(s) });
   for (const c of program.commands)
     c.configureOutput({ writeErr: (s) => (errors += s), outputError: (s, w) => w(s) });
-  const run = program.commands.find((c) => c.name() === 'run')!;
+  const run = must(
+    program.commands.find((c) => c.name() === 'run'),
+    'the run command',
+  );
   let flags: Record<string, unknown> | undefined;
   run.action((f: Record<string, unknown>) => {
     flags = f;
@@ -47,7 +51,7 @@ async function parseRun(t: TestContext, args: string[], env: Record<string, stri
     if (err instanceof CommanderError) throw new Error(errors.trim());
     throw err;
   }
-  return flags!;
+  return must(flags, 'flags');
 }
 
 test("--volume-stats-agg-period is kubelet's flag: 1m0s by default, a duration, 0s disables", async (t) => {

@@ -367,15 +367,18 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
         if (injected) {
           if (injected.times !== undefined) {
             updateDriverConfig(stateDir, (c) => {
-              const e = c.errors?.[method];
+              const errors = c.errors ?? {};
+              const e = errors[method];
               if (!e || e.times === undefined) return;
-              if (e.times <= 1) delete c.errors![method];
+              if (e.times <= 1) delete errors[method];
               else e.times--;
             });
           }
           throw new CallError(injected.code, injected.message ?? `injected error in ${method}`);
         }
-        return handlers[method](call.request as unknown as Req, cfg);
+        const handler = handlers[method];
+        if (!handler) throw new CallError(grpc.status.UNIMPLEMENTED, `${method} is not implemented`);
+        return handler(call.request as unknown as Req, cfg);
       };
       run().then(
         (res) => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
+import { at } from '../helpers/must.ts';
 import { instructions, parseDockerfile } from './dockerfile.ts';
 
 const text = readFileSync(new URL('../../Dockerfile', import.meta.url), 'utf8');
@@ -9,8 +10,8 @@ const dockerignore = readFileSync(new URL('../../.dockerignore', import.meta.url
   .split('\n')
   .map((l) => l.trim())
   .filter((l) => l && !l.startsWith('#'));
-const runtime = dockerfile.stages.at(-1)!;
-const build = dockerfile.stages[0];
+const runtime = at(dockerfile.stages, -1, 'runtime stage');
+const build = at(dockerfile.stages, 0, 'build stage');
 const runs = (stage: typeof build) => instructions(stage, 'RUN').map((i) => i.args);
 
 describe('Dockerfile', () => {
@@ -70,9 +71,15 @@ describe('Dockerfile', () => {
   });
 
   test('tini is PID 1 and runs `podvol run` in exec form, without a shell or npm', () => {
-    const [entrypoint, ...more] = instructions(runtime, 'ENTRYPOINT');
-    assert.equal(more.length, 0);
-    assert.deepEqual(JSON.parse(entrypoint.args), ['/usr/bin/tini', '--', 'node', 'bin/podvol.js', 'run']);
+    const entrypoints = instructions(runtime, 'ENTRYPOINT');
+    assert.equal(entrypoints.length, 1);
+    assert.deepEqual(JSON.parse(at(entrypoints, 0).args), [
+      '/usr/bin/tini',
+      '--',
+      'node',
+      'bin/podvol.js',
+      'run',
+    ]);
     const workdir = instructions(runtime, 'WORKDIR').at(-1);
     assert.equal(workdir?.args, '/app', 'bin/podvol.js resolves against /app');
     for (const cmd of instructions(runtime, 'CMD')) assert.match(cmd.args, /^\[/, 'CMD in exec form');

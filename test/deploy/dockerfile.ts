@@ -38,16 +38,17 @@ function logicalLines(text: string): string[] {
 export function parseDockerfile(text: string): Dockerfile {
   const result: Dockerfile = { args: {}, stages: [] };
   for (const line of logicalLines(text)) {
-    const [, keyword, rest] = /^(\S+)\s*(.*)$/.exec(line)!;
+    const [, keyword = '', rest = ''] = /^(\S+)\s*(.*)$/.exec(line) ?? [];
     const flags: Record<string, string> = {};
     let args = rest;
     for (let m = /^--([\w-]+)(?:=(\S+))?\s+/.exec(args); m; m = /^--([\w-]+)(?:=(\S+))?\s+/.exec(args)) {
-      flags[m[1]] = m[2] ?? '';
-      args = args.slice(m[0].length);
+      const [flag, name = '', value = ''] = m;
+      flags[name] = value;
+      args = args.slice(flag.length);
     }
     const instruction = { keyword: keyword.toUpperCase(), args, flags };
     if (instruction.keyword === 'FROM') {
-      const [image, as, name] = args.split(/\s+/);
+      const [image = '', as, name] = args.split(/\s+/);
       const resolved = image.replace(/\$\{?(\w+)\}?/g, (_, v: string) => result.args[v] ?? '');
       result.stages.push({
         from: resolved,
@@ -55,7 +56,7 @@ export function parseDockerfile(text: string): Dockerfile {
         instructions: [],
       });
     } else if (instruction.keyword === 'ARG' && result.stages.length === 0) {
-      const [k, v = ''] = args.split('=');
+      const [k = '', v = ''] = args.split('=');
       result.args[k] = v;
     } else {
       result.stages.at(-1)?.instructions.push(instruction);

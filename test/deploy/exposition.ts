@@ -14,7 +14,8 @@ export function parseExposition(text: string): Map<string, Family> {
   for (const line of text.split('\n')) {
     const type = /^# TYPE (\S+) (\S+)/.exec(line);
     if (type) {
-      families.set(type[1], { type: type[2], labels: families.get(type[1])?.labels ?? new Set() });
+      const [, name = '', kind = ''] = type;
+      families.set(name, { type: kind, labels: families.get(name)?.labels ?? new Set() });
       continue;
     }
     const sample = /^([A-Za-z_:][\w:]*)(?:\{(.*)\})?\s/.exec(line);
@@ -24,8 +25,9 @@ export function parseExposition(text: string): Map<string, Family> {
       (f) => name === f || ['_bucket', '_sum', '_count', '_total', '_created'].some((s) => name === f + s),
     );
     if (!family) continue;
-    for (const m of (sample[2] ?? '').matchAll(/([A-Za-z_]\w*)="/g)) {
-      if (m[1] !== 'le' && m[1] !== 'quantile') families.get(family)!.labels.add(m[1]);
+    const { labels } = families.get(family) ?? { labels: new Set<string>() };
+    for (const [, label = ''] of (sample[2] ?? '').matchAll(/([A-Za-z_]\w*)="/g)) {
+      if (label !== 'le' && label !== 'quantile') labels.add(label);
     }
   }
   return families;

@@ -4,6 +4,7 @@
 // schemas allow them), yet a misspelt `mountPropagation` would silently
 // deploy without propagation.
 import * as k8s from '@kubernetes/client-node';
+import { at } from '../helpers/must.ts';
 
 interface Attribute {
   baseName: string;
@@ -36,14 +37,14 @@ export function fieldProblems(value: unknown, typeName: string, path = ''): stri
   const array = /^Array<(.+)>$/.exec(typeName);
   if (array) {
     if (!Array.isArray(value)) return [`${path || '.'}: expected a list, got ${describe(value)}`];
-    return value.flatMap((v, i) => fieldProblems(v, array[1], `${path}[${i}]`));
+    return value.flatMap((v, i) => fieldProblems(v, at(array, 1), `${path}[${i}]`));
   }
   const map = /^\{ \[key: string\]: (.+); \}$/.exec(typeName);
   if (map) {
     if (typeof value !== 'object' || value === null || Array.isArray(value)) {
       return [`${path || '.'}: expected a map, got ${describe(value)}`];
     }
-    return Object.entries(value).flatMap(([k, v]) => fieldProblems(v, map[1], `${path}.${k}`));
+    return Object.entries(value).flatMap(([k, v]) => fieldProblems(v, at(map, 1), `${path}.${k}`));
   }
   const m = model(typeName);
   if (!m) return [];

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { parse, parseAllDocuments } from 'yaml';
+import { at, must } from '../helpers/must.ts';
 import { isAllowedSeries, loadCatalog } from './catalog.ts';
 import { loadDashboard, panelQueries, variableQueries } from './dashboard.ts';
 import { metricNamesInPromQL, metricNamesInVariableQuery } from './promql.ts';
@@ -37,7 +38,7 @@ describe('deploy/prometheus/metrics.json', () => {
         .split('\n')
         .map((l) => /^\|\s*`([a-z_:]+)`\s*\|\s*(\w+)\s*\|([^|]*)\|/.exec(l))
         .filter((m) => m !== null)
-        .map((m) => [m[1], { type: m[2], labels: [...m[3].matchAll(/`(\w+)`/g)].map((x) => x[1]) }]),
+        .map((m) => [m[1], { type: m[2], labels: [...at(m, 3).matchAll(/`(\w+)`/g)].map((x) => x[1]) }]),
     );
     for (const m of catalog.metrics) {
       assert.deepEqual(rows.get(m.name), { type: m.type, labels: m.labels }, `docs row for ${m.name}`);
@@ -62,9 +63,9 @@ describe('deploy/prometheus/dashboard.json', () => {
 
   test('names only metrics podvol exports', () => {
     const named = [
-      ...queries.flatMap((q) => metricNamesInPromQL(q.expr).map((n) => [q.panel, n])),
+      ...queries.flatMap((q) => metricNamesInPromQL(q.expr).map((n): [string, string] => [q.panel, n])),
       ...variableQueries(dashboard).flatMap((v) =>
-        metricNamesInVariableQuery(v.query).map((n) => [`$${v.variable}`, n]),
+        metricNamesInVariableQuery(v.query).map((n): [string, string] => [`$${v.variable}`, n]),
       ),
     ];
     assert.ok(named.length > 20);
@@ -119,7 +120,7 @@ describe('deploy/prometheus/alerts.yaml', () => {
       for (const n of metricNamesInPromQL(r.expr)) {
         assert.ok(isAllowedSeries(catalog, n, { allowSynthetic: true }), `${r.alert}: ${n}`);
       }
-      assert.match(r.labels.severity, /^(warning|critical)$/, r.alert);
+      assert.match(must(r.labels.severity, `${r.alert} severity`), /^(warning|critical)$/, r.alert);
       assert.ok(r.annotations.summary && r.annotations.description, r.alert);
     }
   });
@@ -145,10 +146,11 @@ describe('deploy/prometheus/alerts.yaml', () => {
 
 describe('scrape configuration', () => {
   test('the Kubernetes job keeps the metrics port and names instances after nodes', () => {
-    const [job] = parse(read('deploy/prometheus/scrape-kubernetes.yaml')) as {
+    const jobs = parse(read('deploy/prometheus/scrape-kubernetes.yaml')) as {
       job_name: string;
       relabel_configs: { source_labels: string[]; target_label?: string; action?: string; regex?: string }[];
     }[];
+    const job = at(jobs, 0, 'scrape job');
     assert.equal(job.job_name, 'podvol', 'the alerts select job="podvol"');
     assert.ok(job.relabel_configs.some((r) => r.action === 'keep' && r.regex === 'metrics'));
     const instance = job.relabel_configs.find((r) => r.target_label === 'instance');
@@ -156,16 +158,17 @@ describe('scrape configuration', () => {
   });
 
   test("the Kubernetes job scrapes over HTTPS with the service account's token", () => {
-    const [job] = parse(read('deploy/prometheus/scrape-kubernetes.yaml')) as {
+    const jobs = parse(read('deploy/prometheus/scrape-kubernetes.yaml')) as {
       scheme: string;
       authorization?: { credentials_file?: string };
     }[];
+    const job = at(jobs, 0, 'scrape job');
     assert.equal(job.scheme, 'https');
     assert.equal(job.authorization?.credentials_file, '/var/run/secrets/kubernetes.io/serviceaccount/token');
   });
 
   test("the ServiceMonitor scrapes over HTTPS with the service account's token", () => {
-    const monitor = parseAllDocuments(read('deploy/prometheus/servicemonitor.yaml'))[1].toJS() as {
+    const monitor = at(parseAllDocuments(read('deploy/prometheus/servicemonitor.yaml')), 1).toJS() as {
       spec: { endpoints: { scheme?: string; bearerTokenFile?: string }[] };
     };
     for (const e of monitor.spec.endpoints) {
@@ -178,7 +181,7 @@ describe('scrape configuration', () => {
     const cfg = parse(read('deploy/prometheus/prometheus.yml')) as {
       scrape_configs: { scheme: string; tls_config?: { cert_file?: string; key_file?: string } }[];
     };
-    const [job] = cfg.scrape_configs;
+    const job = at(cfg.scrape_configs, 0, 'scrape job');
     assert.equal(job.scheme, 'https');
     assert.ok(job.tls_config?.cert_file && job.tls_config.key_file);
   });

@@ -53,10 +53,11 @@ export function metricNamesInPromQL(expr: string): string[] {
 export function metricNamesInVariableQuery(query: string): string[] {
   const m = /^\s*(label_values|query_result)\s*\(([\s\S]*)\)\s*$/.exec(query);
   if (!m) return metricNamesInPromQL(query);
-  if (m[1] === 'query_result') return metricNamesInPromQL(m[2]);
+  const [, fn, body = ''] = m;
+  if (fn === 'query_result') return metricNamesInPromQL(body);
   // label_values(selector, label): the last argument is a label name.
-  const args = stripNested(stripNested(m[2], '{', '}'), '(', ')').split(',');
+  const args = stripNested(stripNested(body, '{', '}'), '(', ')').split(',');
   if (args.length < 2) return [];
-  const selector = m[2].slice(0, m[2].lastIndexOf(','));
+  const selector = body.slice(0, body.lastIndexOf(','));
   return metricNamesInPromQL(selector);
 }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
+import { at, must } from '../helpers/must.ts';
 
 type Unit = Map<string, Map<string, string[]>>;
 
@@ -19,7 +20,7 @@ function parseUnit(text: string): Unit {
     const header = /^\[(.+)\]$/.exec(line);
     if (header) {
       section = new Map();
-      unit.set(header[1], section);
+      unit.set(at(header, 1), section);
       continue;
     }
     const eq = line.indexOf('=');
@@ -84,7 +85,7 @@ describe('deploy/systemd/podvol.service', () => {
   });
 
   test('shares the host mount namespace: no setting that would give it its own', () => {
-    const service = unit.get('Service')!;
+    const service = must(unit.get('Service'), '[Service]');
     for (const key of namespacing)
       assert.equal(service.has(key), false, `${key}= would hide podvol's mounts`);
   });
@@ -102,7 +103,7 @@ describe('deploy/systemd/podvol.service', () => {
   });
 
   test('runs the single executable, `podvol run`, with settings from the environment file', () => {
-    const [exec] = get('Service', 'ExecStart')!;
+    const exec = at(must(get('Service', 'ExecStart'), 'ExecStart'), 0);
     assert.deepEqual(exec.split(/\s+/), ['/usr/local/bin/podvol', 'run', '$PODVOL_ARGS']);
     assert.deepEqual(get('Service', 'EnvironmentFile'), ['-/etc/default/podvol']);
     assert.deepEqual(get('Service', 'Type'), ['exec'], 'Node cannot sd_notify, so not Type=notify');
@@ -119,7 +120,7 @@ describe('deploy/systemd/podvol.service', () => {
   test("the node name follows podvol's own rule, not systemd's short host name", () => {
     assert.equal(get('Service', 'Environment'), undefined);
     assert.equal(envVars.has('PODVOL_NODE_NAME'), false, 'unset unless the operator sets it');
-    assert.ok(!/%[lHm]/.test(get('Service', 'ExecStart')!.join(' ')));
+    assert.ok(!/%[lHm]/.test(must(get('Service', 'ExecStart'), 'ExecStart').join(' ')));
   });
 
   test('hardened without a mount namespace: capabilities, no new privileges, seccomp, address families', () => {
@@ -143,7 +144,11 @@ describe('deploy/systemd/podvol.service', () => {
       assert.ok(filter.includes(set), set);
     assert.ok(!filter.includes('@mount'), 'mounting is the job');
     for (const key of ['RestrictSUIDSGID', 'MemoryDenyWriteExecute', 'ProtectClock', 'DeviceAllow', 'UMask'])
-      assert.equal(unit.get('Service')!.has(key), false, `${key}= breaks podvol (see the unit's comment)`);
+      assert.equal(
+        must(unit.get('Service'), '[Service]').has(key),
+        false,
+        `${key}= breaks podvol (see the unit's comment)`,
+      );
   });
 
   test('points at documentation that exists', () => {

@@ -170,7 +170,14 @@ export async function mountsBelow(
     .map((line) => {
       const f = line.split(' ');
       const sep = f.indexOf('-');
-      return { id: f[0], mountPoint: f[4], fsType: f[sep + 1], source: f[sep + 2], superOptions: f[sep + 3] };
+      const field = (i: number) => f[i] ?? '';
+      return {
+        id: field(0),
+        mountPoint: field(4),
+        fsType: field(sep + 1),
+        source: field(sep + 2),
+        superOptions: field(sep + 3),
+      };
     })
     .filter((m) => m.mountPoint.startsWith(`${root}/`));
 }

@@ -1,11 +1,12 @@
 // Tests that really mount run only inside the private mount namespace that
 // scripts/test.ts sets up (PODVOL_MOUNTNS=1), so nothing leaks into the host's
 // mount table. Outside it they skip with a reason; under CI=true that is a failure.
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, type TestContext, test } from 'node:test';
 import { execa } from 'execa';
+import { readMountInfo } from '../../src/mount/mountinfo.ts';
 
 export const inMountNamespace = process.env.PODVOL_MOUNTNS === '1';
 
@@ -49,14 +50,17 @@ after(async () => {
   for (const dir of created) await removeTempDir(dir);
 });
 
+/** Mount points below `dir` in this process's mount table, the latest (so the deepest) first. */
+export async function mountPointsBelow(dir: string): Promise<string[]> {
+  return (await readMountInfo())
+    .map((m) => m.mountPoint)
+    .filter((mp) => mp.startsWith(`${dir}/`))
+    .reverse();
+}
+
 export async function removeTempDir(dir: string): Promise<void> {
   if (inMountNamespace) {
-    const below = (await readFile('/proc/self/mountinfo', 'utf8'))
-      .split('\n')
-      .map((l) => l.split(' ')[4])
-      .filter((mp) => mp?.startsWith(`${dir}/`))
-      .reverse();
-    for (const mp of below) {
+    for (const mp of await mountPointsBelow(dir)) {
       // -l: a mount a test left busy still goes; the namespace ends with the run anyway.
       await execa('umount', ['-l', mp], { reject: false, timeout: 10_000 });
     }

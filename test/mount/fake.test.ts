@@ -7,6 +7,7 @@ import { MountError, MountOptionError } from '../../src/mount/errors.ts';
 import { FakeMounter } from '../../src/mount/fake.ts';
 import { pathExists } from '../../src/mount/probe.ts';
 import type * as mount from '../../src/mount/types.ts';
+import { at } from '../helpers/must.ts';
 
 async function tmp(t: TestContext): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'podvol-fake-'));
@@ -23,11 +24,11 @@ describe('FakeMounter', () => {
     });
     assert.equal(await m.isMountPoint('/pods/a/vol'), true);
     assert.equal(await m.isLikelyNotMountPoint('/pods/a/vol'), false);
-    const [entry] = await m.list();
+    const entry = at(await m.list(), 0);
     assert.equal(entry.fsType, 'tmpfs');
     assert.deepEqual(entry.mountOptions, ['rw', 'nosuid']);
     assert.ok(!entry.superOptions.includes('mode=0700'), 'sensitive options are not kept in the table');
-    assert.deepEqual(fake.callsOf('mount')[0].sensitiveOptions, ['mode=0700']);
+    assert.deepEqual(at(fake.callsOf('mount'), 0).sensitiveOptions, ['mode=0700']);
 
     assert.equal(await m.unmount('/pods/a/vol'), 'unmounted');
     assert.equal(await m.unmount('/pods/a/vol'), 'not-mounted');

@@ -12,6 +12,7 @@ import { MountError } from '../../src/mount/errors.ts';
 import type { RunRequest, RunResult } from '../../src/mount/exec.ts';
 import { createLinuxMounter, type LinuxMounterOptions, maskSensitive } from '../../src/mount/linux.ts';
 import { recordingLogger } from '../helpers/logger.ts';
+import { at } from '../helpers/must.ts';
 
 const TARGET = '/var/lib/podvol/pods/uid/volumes/kubernetes.io~nfs/data';
 
@@ -216,7 +217,7 @@ describe('sensitive options and timeouts (simulated mount output)', () => {
       },
     );
     // Only the real command line carries it.
-    assert.deepEqual(calls[0].args, ['-t', 'nfs', '-o', 'vers=4,sec=krb5p', 'srv:/e', TARGET]);
+    assert.deepEqual(at(calls, 0).args, ['-t', 'nfs', '-o', 'vers=4,sec=krb5p', 'srv:/e', TARGET]);
     assert.ok(logged.length > 0 && logged.every((l) => !l.includes('krb5p')));
     assert.equal(
       maskSensitive('bad password=hunter2 (hunter2)', ['password=hunter2']),
@@ -232,7 +233,7 @@ describe('sensitive options and timeouts (simulated mount output)', () => {
       assert.match(err.message, /^mount failed: timed out after 1234 ms/);
       return true;
     });
-    assert.equal(calls[0].timeoutMs, 1234);
+    assert.equal(at(calls, 0).timeoutMs, 1234);
   });
 
   test('a bind whose remount fails is taken down again', async (t) => {

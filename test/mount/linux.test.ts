@@ -12,6 +12,7 @@ import { createLinuxMounter } from '../../src/mount/linux.ts';
 import { pathExists, statfsType, TMPFS_MAGIC, tmpfsNoswapSupported } from '../../src/mount/probe.ts';
 import { recordingLogger } from '../helpers/logger.ts';
 import { mountTest } from '../helpers/mountns.ts';
+import { at } from '../helpers/must.ts';
 import { fuseAvailable, mountDaemonlessFuse, mountTable, scratchDir, sh } from './helpers.ts';
 
 function setup() {
@@ -49,8 +50,8 @@ describe('LinuxMounter on real mounts', () => {
     const dir = await dirIn(await scratchDir(t), 'tmp');
     await mounter.mount('tmpfs', dir, 'tmpfs', ['size=4m', 'nosuid', 'nodev'], { withoutSystemd: true });
 
-    assert.deepEqual(runner.calls[0].args, ['-t', 'tmpfs', '-o', 'size=4m,nosuid,nodev', 'tmpfs', dir]);
-    assert.equal(runner.calls[0].file, 'mount');
+    assert.deepEqual(at(runner.calls, 0).args, ['-t', 'tmpfs', '-o', 'size=4m,nosuid,nodev', 'tmpfs', dir]);
+    assert.equal(at(runner.calls, 0).file, 'mount');
     assert.equal(await mounter.isMountPoint(dir), true);
     assert.equal(await mounter.isLikelyNotMountPoint(dir), false);
     assert.equal(await statfsType(dir), TMPFS_MAGIC);
@@ -86,10 +87,10 @@ describe('LinuxMounter on real mounts', () => {
     await writeFile(join(src, 'hello'), 'hi');
     await mounter.mount(src, dst, '', ['bind']);
 
-    assert.deepEqual(runner.calls[0].args, ['-o', 'bind', src, dst]);
-    const remount = runner.calls[1].args;
+    assert.deepEqual(at(runner.calls, 0).args, ['-o', 'bind', src, dst]);
+    const remount = at(runner.calls, 1).args;
     assert.equal(remount[0], '-o');
-    assert.ok(remount[1].startsWith('bind,remount'), remount[1]);
+    assert.ok(at(remount, 1).startsWith('bind,remount'), remount[1]);
     assert.equal(await readFile(join(dst, 'hello'), 'utf8'), 'hi');
     await writeFile(join(dst, 'back'), 'x');
     assert.equal(await readFile(join(src, 'back'), 'utf8'), 'x');

@@ -12,6 +12,7 @@ import {
   unescapeOctal,
 } from '../../src/mount/mountinfo.ts';
 import { mountTest } from '../helpers/mountns.ts';
+import { at, only } from '../helpers/must.ts';
 import { mountTable, rawMountInfo, scratchDir, sh } from './helpers.ts';
 
 describe('parseMountInfo', () => {
@@ -41,14 +42,14 @@ describe('parseMountInfo', () => {
         '2 1 0:2 / /a rw shared:1 master:2 propagate_from:3 unbindable - tmpfs tmpfs rw',
       ].join('\n'),
     );
-    assert.deepEqual(infos[0].optionalFields, []);
-    assert.deepEqual(infos[1].optionalFields, ['shared:1', 'master:2', 'propagate_from:3', 'unbindable']);
-    assert.equal(infos[1].fsType, 'tmpfs');
+    assert.deepEqual(at(infos, 0).optionalFields, []);
+    assert.deepEqual(at(infos, 1).optionalFields, ['shared:1', 'master:2', 'propagate_from:3', 'unbindable']);
+    assert.equal(at(infos, 1).fsType, 'tmpfs');
   });
 
   test('decodes \\040 \\011 \\012 \\134 in root, mount point, source and super options', () => {
-    const [m] = parseMountInfo(
-      '5 1 0:9 /r\\040t /m\\040a\\011b\\012c\\134d rw - tmpfs my\\040src rw,opt=a\\054b\n',
+    const m = only(
+      parseMountInfo('5 1 0:9 /r\\040t /m\\040a\\011b\\012c\\134d rw - tmpfs my\\040src rw,opt=a\\054b\n'),
     );
     assert.equal(m.root, '/r t');
     assert.equal(m.mountPoint, '/m a\tb\nc\\d');
@@ -66,7 +67,9 @@ describe('parseMountInfo', () => {
   });
 
   test('strips the \\040(deleted) suffix and flags the entry', () => {
-    const [m] = parseMountInfo('7 1 8:1 /f//deleted /etc/resolv.conf\\040(deleted) rw - ext4 /dev/sda1 rw\n');
+    const m = only(
+      parseMountInfo('7 1 8:1 /f//deleted /etc/resolv.conf\\040(deleted) rw - ext4 /dev/sda1 rw\n'),
+    );
     assert.equal(m.mountPoint, '/etc/resolv.conf');
     assert.equal(m.deleted, true);
     assert.equal(m.root, '/f//deleted');
@@ -145,7 +148,7 @@ describe('consistentRead', () => {
   test('returns once two consecutive reads agree', async () => {
     const reads = ['a', 'b', 'c', 'c'];
     let n = 0;
-    const text = await consistentRead('/x', async () => reads[n++]);
+    const text = await consistentRead('/x', async () => at(reads, n++));
     assert.equal(text, 'c');
     assert.equal(n, 4);
   });

@@ -7,6 +7,7 @@ import {
   validateMountOptions,
   validateUserMountOptions,
 } from '../../src/mount/options.ts';
+import { at } from '../helpers/must.ts';
 
 function problemsOf(fstype: string, options: string[], trust?: 'user') {
   return checkMountOptions(fstype, options, { trust }).map((p) => p.problem);
@@ -119,7 +120,7 @@ describe('mount argument hygiene', () => {
       mountFlags: ['--no-canonicalize', '--options-source=disable'],
     });
     assert.equal(problems.length, 2);
-    assert.equal(problems[0].problem, 'not a valid filesystem type');
-    assert.match(problems[1].problem, /mount flag not allowed/);
+    assert.equal(at(problems, 0).problem, 'not a valid filesystem type');
+    assert.match(at(problems, 1).problem, /mount flag not allowed/);
   });
 });

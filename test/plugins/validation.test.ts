@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { MAX_VOLUMES_PER_POD, usedVolumeNames, validatePodVolumes } from '../../src/plugins/validation.ts';
+import { must } from '../helpers/must.ts';
 
 function pod(volumes: unknown[], mounts: { name: string; subPath?: string }[] = []): V1Pod {
   return {
@@ -26,7 +27,7 @@ function pod(volumes: unknown[], mounts: { name: string; subPath?: string }[] = 
 function only(p: V1Pod, key: string) {
   const problems = validatePodVolumes(p);
   assert.deepEqual([...problems.keys()], [key], JSON.stringify([...problems]));
-  return problems.get(key)!;
+  return must(problems.get(key), `problems of ${key}`);
 }
 
 describe('validatePodVolumes', () => {

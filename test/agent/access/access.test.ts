@@ -20,6 +20,7 @@ import { createHttpServer } from '../../../src/agent/http.ts';
 import { startTestApiServer, type TestApiServer } from '../../apiserver/server.ts';
 import { httpsRequest } from '../../helpers/https.ts';
 import { tempDir } from '../../helpers/mountns.ts';
+import { at, must } from '../../helpers/must.ts';
 import { createTestCA, type Issued } from '../../helpers/pki.ts';
 
 const NODE = 'node-1';
@@ -223,7 +224,7 @@ describe('bearer tokens: TokenReview then SubjectAccessReview', () => {
       body: { spec: { audiences: [], expirationSeconds: 3600 } },
     });
     const port = await startPort(t, { api, access: {} });
-    const token = tr.status!.token;
+    const token = must(tr.status, 'status').token;
     assert.equal((await port.call('/metrics', { token })).status, 200);
     assert.equal((await port.call('/status', { token })).status, 403);
   });
@@ -254,14 +255,14 @@ describe('deploy/prometheus/rbac-prometheus.yaml', () => {
     const kc = new KubeConfig();
     kc.loadFromFile(await api.kubeconfigPath(await tempDir(t)));
     const { CoreV1Api } = await import('@kubernetes/client-node');
-    const tokenFor = async (name: string) =>
-      (
-        await kc.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
-          name,
-          namespace: subject.namespace,
-          body: { spec: { audiences: [], expirationSeconds: 3600 } },
-        })
-      ).status!.token;
+    const tokenFor = async (name: string) => {
+      const tr = await kc.makeApiClient(CoreV1Api).createNamespacedServiceAccountToken({
+        name,
+        namespace: subject.namespace,
+        body: { spec: { audiences: [], expirationSeconds: 3600 } },
+      });
+      return must(tr.status, 'TokenRequest status').token;
+    };
     const port = await startPort(t, { api, access: {} });
     const prometheus = await tokenFor(subject.name);
     assert.equal((await port.call('/metrics', { token: prometheus })).status, 200);
@@ -282,9 +283,11 @@ describe('TLS', () => {
     const pems = first.ca.match(/-----BEGIN CERTIFICATE-----/g) ?? [];
     assert.equal(pems.length, 2, 'certificate then CA');
     const { X509Certificate } = await import('node:crypto');
-    const [leaf, ca] = (
-      first.ca.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? []
-    ).map((p) => new X509Certificate(p));
+    const certs = (first.ca.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? []).map(
+      (p) => new X509Certificate(p),
+    );
+    const leaf = at(certs, 0, 'serving certificate');
+    const ca = at(certs, 1, 'CA certificate');
     assert.match(leaf.subject, new RegExp(`CN=${NODE}@\\d+`));
     assert.match(ca.subject, new RegExp(`CN=${NODE}-ca@\\d+`));
     assert.ok(leaf.verify(ca.publicKey));

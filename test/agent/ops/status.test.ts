@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { escapeControl, escapeControlJSON } from '../../../src/agent/ops/escape.ts';
 import { formatStatus, normalizeServer, type StatusDocument } from '../../../src/agent/ops/status.ts';
 import { freePort } from '../../helpers/daemon.ts';
+import { at } from '../../helpers/must.ts';
 import { runCli } from './cli.ts';
 
 const doc: StatusDocument = {
@@ -134,9 +135,12 @@ describe('podvol status', () => {
     const r = await runCli(['status', '--server', url, '-o', 'wide']);
     assert.equal(r.code, 0);
     const lines = r.stdout.split('\n');
-    assert.match(lines[0], /^NAMESPACE +POD +VOLUME +PLUGIN +STATE +AGE +REASON +PATH +ATTEMPTS +MESSAGE$/);
     assert.match(
-      lines[2],
+      at(lines, 0),
+      /^NAMESPACE +POD +VOLUME +PLUGIN +STATE +AGE +REASON +PATH +ATTEMPTS +MESSAGE$/,
+    );
+    assert.match(
+      at(lines, 2),
       /^default +web-testnode +data +kubernetes\.io\/host-path +failed +<unknown> +HostPathTypeMismatch +\/srv\/data +4 +hostPath type check failed: \/srv\/data is not a directory, it's a File$/,
     );
   });

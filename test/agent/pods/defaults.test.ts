@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { defaultPod } from '../../../src/agent/pods/defaults.ts';
+import { at } from '../../helpers/must.ts';
 
 function podWith(spec: Record<string, unknown>): V1Pod {
   return {
@@ -35,12 +36,12 @@ describe('defaultPod', () => {
       }),
     );
     const v = out.spec?.volumes ?? [];
-    assert.equal(v[0].secret?.defaultMode, 0o644);
-    assert.equal(v[1].configMap?.defaultMode, 0o644);
-    assert.equal(v[2].downwardAPI?.defaultMode, 0o644);
-    assert.equal(v[3].projected?.defaultMode, 0o644);
-    assert.equal(v[4].secret?.defaultMode, 0o400);
-    assert.equal(v[5].configMap?.defaultMode, 0);
+    assert.equal(at(v, 0).secret?.defaultMode, 0o644);
+    assert.equal(at(v, 1).configMap?.defaultMode, 0o644);
+    assert.equal(at(v, 2).downwardAPI?.defaultMode, 0o644);
+    assert.equal(at(v, 3).projected?.defaultMode, 0o644);
+    assert.equal(at(v, 4).secret?.defaultMode, 0o400);
+    assert.equal(at(v, 5).configMap?.defaultMode, 0);
   });
 
   test('expirationSeconds 3600 on serviceAccountToken projections; fieldRef apiVersion v1', () => {
@@ -60,10 +61,10 @@ describe('defaultPod', () => {
         ],
       }),
     );
-    const sources = out.spec?.volumes?.[0].projected?.sources ?? [];
-    assert.equal(sources[0].serviceAccountToken?.expirationSeconds, 3600);
-    assert.equal(sources[1].serviceAccountToken?.expirationSeconds, 7200);
-    assert.equal(sources[2].downwardAPI?.items?.[0].fieldRef?.apiVersion, 'v1');
+    const sources = out.spec?.volumes?.[0]?.projected?.sources ?? [];
+    assert.equal(at(sources, 0).serviceAccountToken?.expirationSeconds, 3600);
+    assert.equal(at(sources, 1).serviceAccountToken?.expirationSeconds, 7200);
+    assert.equal(at(sources, 2).downwardAPI?.items?.[0]?.fieldRef?.apiVersion, 'v1');
   });
 
   test('hostPath type defaults to "" and a volume without any source becomes an emptyDir', () => {
@@ -86,8 +87,8 @@ describe('defaultPod', () => {
         volumes: [{ name: 'm', emptyDir: { medium: 'Memory', sizeLimit: 1000000 } }],
       }),
     );
-    assert.equal(out.spec?.volumes?.[0].emptyDir?.sizeLimit, '1000000');
-    assert.equal(out.spec?.containers[0].resources?.limits?.cpu, '1');
+    assert.equal(out.spec?.volumes?.[0]?.emptyDir?.sizeLimit, '1000000');
+    assert.equal(out.spec?.containers[0]?.resources?.limits?.cpu, '1');
   });
 
   test('requests default to limits per resource, explicit requests win', () => {
@@ -105,11 +106,11 @@ describe('defaultPod', () => {
         initContainers: [{ name: 'i', image: 'i', resources: { limits: { cpu: '1' } } }],
       }),
     );
-    const [a, b, c] = out.spec?.containers ?? [];
-    assert.deepEqual(a.resources?.requests, { cpu: '500m', memory: '1Gi' });
-    assert.deepEqual(b.resources?.requests, { memory: '64Mi' });
-    assert.equal(c.resources, undefined);
-    assert.deepEqual(out.spec?.initContainers?.[0].resources?.requests, { cpu: '1' });
+    const containers = out.spec?.containers ?? [];
+    assert.deepEqual(at(containers, 0).resources?.requests, { cpu: '500m', memory: '1Gi' });
+    assert.deepEqual(at(containers, 1).resources?.requests, { memory: '64Mi' });
+    assert.equal(at(containers, 2).resources, undefined);
+    assert.deepEqual(out.spec?.initContainers?.[0]?.resources?.requests, { cpu: '1' });
   });
 
   test('pod spec and container defaults; no service account (that is admission, not defaulting)', () => {
@@ -129,11 +130,11 @@ describe('defaultPod', () => {
     assert.equal(spec?.enableServiceLinks, true);
     assert.deepEqual(spec?.securityContext, {});
     assert.equal(spec?.serviceAccountName, undefined);
-    assert.equal(spec?.containers[0].imagePullPolicy, 'Always');
-    assert.equal(spec?.containers[1].imagePullPolicy, 'IfNotPresent');
-    assert.equal(spec?.containers[0].terminationMessagePath, '/dev/termination-log');
-    assert.equal(spec?.containers[0].terminationMessagePolicy, 'File');
-    assert.equal(spec?.containers[1].ports?.[0].protocol, 'TCP');
+    assert.equal(spec?.containers[0]?.imagePullPolicy, 'Always');
+    assert.equal(spec?.containers[1]?.imagePullPolicy, 'IfNotPresent');
+    assert.equal(spec?.containers[0]?.terminationMessagePath, '/dev/termination-log');
+    assert.equal(spec?.containers[0]?.terminationMessagePolicy, 'File');
+    assert.equal(spec?.containers[1]?.ports?.[0]?.protocol, 'TCP');
   });
 
   test('tolerates malformed input instead of throwing', () => {

@@ -9,6 +9,7 @@ import {
   parseManifestFile,
 } from '../../../src/agent/pods/manifest.ts';
 import { MAX_VOLUMES_PER_POD } from '../../../src/plugins/validation.ts';
+import { at } from '../../helpers/must.ts';
 
 const pod = (name: string, extra = '') => `apiVersion: v1
 kind: Pod
@@ -40,19 +41,19 @@ describe('parseManifestFile', () => {
     });
     const { pods, errors } = parseManifestFile(json, '/m/pod.json', 'node-a');
     assert.deepEqual(errors, []);
-    assert.equal(pods[0].metadata?.name, 'from-json-node-a');
-    assert.equal(pods[0].metadata?.namespace, 'tools');
-    assert.deepEqual(pods[0].spec?.volumes, [{ name: 'd', emptyDir: {} }]);
+    assert.equal(at(pods, 0).metadata?.name, 'from-json-node-a');
+    assert.equal(at(pods, 0).metadata?.namespace, 'tools');
+    assert.deepEqual(at(pods, 0).spec?.volumes, [{ name: 'd', emptyDir: {} }]);
   });
 
   test('reports invalid JSON without throwing or quoting the document', () => {
     const { pods, errors } = parseManifestFile('{"apiVersion": "v1", "secret": tok3n', '/m/bad.json', 'n');
     assert.deepEqual(pods, []);
     assert.equal(errors.length, 1);
-    assert.equal(errors[0].reason, 'ParseError');
-    assert.equal(errors[0].file, '/m/bad.json');
-    assert.match(errors[0].message, /^invalid JSON/);
-    assert.doesNotMatch(errors[0].message, /tok3n/);
+    assert.equal(at(errors, 0).reason, 'ParseError');
+    assert.equal(at(errors, 0).file, '/m/bad.json');
+    assert.match(at(errors, 0).message, /^invalid JSON/);
+    assert.doesNotMatch(at(errors, 0).message, /tok3n/);
   });
 
   test('a YAML syntax error in one document does not lose the others', () => {
@@ -63,9 +64,9 @@ describe('parseManifestFile', () => {
       ['good-n'],
     );
     assert.equal(errors.length, 1);
-    assert.equal(errors[0].reason, 'ParseError');
-    assert.equal(errors[0].document, 2);
-    assert.match(errors[0].message, /^invalid YAML: .*line \d+/);
+    assert.equal(at(errors, 0).reason, 'ParseError');
+    assert.equal(at(errors, 0).document, 2);
+    assert.match(at(errors, 0).message, /^invalid YAML: .*line \d+/);
   });
 
   test('documents that are not v1 Pods are reported with a clear reason', () => {
@@ -92,12 +93,12 @@ describe('parseManifestFile', () => {
         [7, 'NotAPod'],
       ],
     );
-    assert.match(errors[0].message, /kind "Deployment"/);
-    assert.match(errors[1].message, /apiVersion "v2"/);
-    assert.match(errors[2].message, /kind is missing/);
-    assert.match(errors[3].message, /apiVersion is missing/);
-    assert.match(errors[4].message, /one Pod per document/);
-    assert.match(errors[5].message, /a list/);
+    assert.match(at(errors, 0).message, /kind "Deployment"/);
+    assert.match(at(errors, 1).message, /apiVersion "v2"/);
+    assert.match(at(errors, 2).message, /kind is missing/);
+    assert.match(at(errors, 3).message, /apiVersion is missing/);
+    assert.match(at(errors, 4).message, /one Pod per document/);
+    assert.match(at(errors, 5).message, /a list/);
   });
 
   test('a static pod with an invalid volume is refused as a pod, as kubelet validates a manifest whole', () => {
@@ -118,10 +119,10 @@ ${pod('other')}`;
       'the other document is still its own pod',
     );
     assert.equal(errors.length, 1);
-    assert.equal(errors[0].reason, 'InvalidPod');
-    assert.equal(errors[0].document, 1);
+    assert.equal(at(errors, 0).reason, 'InvalidPod');
+    assert.equal(at(errors, 0).document, 1);
     assert.equal(
-      errors[0].message,
+      at(errors, 0).message,
       `invalid pod: spec.volumes[1].configMap.items[0].path: Invalid value: "../escape": must not contain '..'`,
     );
   });
@@ -177,8 +178,8 @@ spec:
       const { pods, errors } = parseManifestFile(text, '/m/p.yaml', 'n');
       assert.deepEqual(pods, [], text);
       assert.equal(errors.length, 1, text);
-      assert.equal(errors[0].reason, 'InvalidPod', text);
-      assert.match(errors[0].message, expected);
+      assert.equal(at(errors, 0).reason, 'InvalidPod', text);
+      assert.match(at(errors, 0).message, expected);
     }
   });
 
@@ -186,8 +187,8 @@ spec:
     const long = 'a'.repeat(250);
     const { pods, errors } = parseManifestFile(pod(long), '/m/p.yaml', 'node-a');
     assert.deepEqual(pods, []);
-    assert.equal(errors[0].reason, 'InvalidPod');
-    assert.match(errors[0].message, /no more than 253 characters/);
+    assert.equal(at(errors, 0).reason, 'InvalidPod');
+    assert.match(at(errors, 0).message, /no more than 253 characters/);
   });
 
   test('a second document with the same UID or the same namespace/name is an error', () => {
@@ -216,7 +217,7 @@ spec:
 
   test('applies what kubelet applies to a static pod', () => {
     const { pods } = parseManifestFile(pod('web'), '/m/web.yaml', 'Node-A');
-    const p = pods[0];
+    const p = at(pods, 0);
     assert.equal(p.metadata?.name, 'web-node-a');
     assert.equal(p.metadata?.namespace, 'default');
     assert.match(p.metadata?.uid ?? '', /^[0-9a-f]{32}$/);
@@ -227,14 +228,14 @@ spec:
     assert.equal(p.status?.phase, 'Pending');
     // API-server defaulting ran too.
     assert.equal(p.spec?.restartPolicy, 'Always');
-    assert.equal(p.spec?.containers[0].terminationMessagePath, '/dev/termination-log');
+    assert.equal(p.spec?.containers[0]?.terminationMessagePath, '/dev/termination-log');
   });
 
   test('metadata.uid from the manifest is kept as the pod UID', () => {
     const uid = '0f0e0d0c-0b0a-4908-8706-050403020100';
     const { pods } = parseManifestFile(pod('web', `  uid: ${uid}\n`), '/m/web.yaml', 'n');
-    assert.equal(pods[0].metadata?.uid, uid);
-    assert.equal(pods[0].metadata?.annotations?.[CONFIG_HASH_ANNOTATION], uid);
+    assert.equal(at(pods, 0).metadata?.uid, uid);
+    assert.equal(at(pods, 0).metadata?.annotations?.[CONFIG_HASH_ANNOTATION], uid);
   });
 
   test('YAML is read as YAML 1.1 like kubectl: 0644 is octal, timestamps stay strings', () => {
@@ -246,8 +247,8 @@ spec:
 `;
     const { pods, errors } = parseManifestFile(text, '/m/web.yaml', 'n');
     assert.deepEqual(errors, []);
-    assert.equal(pods[0].spec?.volumes?.[0].secret?.defaultMode, 0o640);
-    assert.equal(pods[0].metadata?.annotations?.since, '2024-01-02');
+    assert.equal(at(pods, 0).spec?.volumes?.[0]?.secret?.defaultMode, 0o640);
+    assert.equal(at(pods, 0).metadata?.annotations?.since, '2024-01-02');
   });
 
   test('the manifest size cap is kubelet’s 10 MiB', () => {
@@ -339,7 +340,7 @@ describe('manifest limits (refused while parsing, the other documents still coun
 
 describe('staticPodUID', () => {
   const uidOf = (text: string, file = '/m/a.yaml', node = 'n') =>
-    parseManifestFile(text, file, node).pods[0].metadata?.uid;
+    at(parseManifestFile(text, file, node).pods, 0).metadata?.uid;
 
   test('is 32 hex digits, like kubelet', () => {
     assert.match(uidOf(pod('web')) ?? '', /^[0-9a-f]{32}$/);

@@ -8,6 +8,7 @@ import { createStaticPodSource, isIgnoredManifestName } from '../../../src/agent
 import type { PodSource } from '../../../src/agent/pods/types.ts';
 import { fakeClock } from '../../helpers/fake-clock.ts';
 import { tempDir } from '../../helpers/mountns.ts';
+import { at } from '../../helpers/must.ts';
 
 const manifest = (name: string, labels = 'app: demo', extra = '') => `apiVersion: v1
 kind: Pod
@@ -101,14 +102,14 @@ describe('static pod source', () => {
     await writeFile(join(dir, 'web.yaml'), manifest('web'));
     await waitFor('pod web to appear', () => names(src).includes('web-node-a'));
     assert.ok(changes() > before, 'onChange fired for the add');
-    const uid = src.pods()[0].metadata?.uid;
+    const uid = at(src.pods(), 0).metadata?.uid;
 
     const beforeChange = changes();
     await writeFile(join(dir, 'web.yaml'), manifest('web', 'app: demo, version: two'));
     await waitFor('pod web to get the new label', () => src.pods()[0]?.metadata?.labels?.version === 'two');
     assert.ok(changes() > beforeChange, 'onChange fired for the change');
     // As in kubelet, the UID hashes the whole manifest: an edit is a new pod.
-    assert.notEqual(src.pods()[0].metadata?.uid, uid, 'an edited manifest is a new pod');
+    assert.notEqual(at(src.pods(), 0).metadata?.uid, uid, 'an edited manifest is a new pod');
 
     const beforeRemove = changes();
     await rm(join(dir, 'web.yaml'));
@@ -134,7 +135,7 @@ describe('static pod source', () => {
       `${manifest('fine')}---\napiVersion: v1\nkind: Pod\nmetadata: {name: broken, annotations: {secret: hunter2}}\nspec: {}\n`,
     );
     await waitFor('the bad document to be reported', () => src.errors().length === 1);
-    const [err] = src.errors();
+    const err = at(src.errors(), 0);
     assert.equal(err.source, 'file');
     assert.equal(err.file, bad);
     assert.equal(err.document, 2);
@@ -159,7 +160,7 @@ describe('static pod source', () => {
     await writeFile(join(dir, 'b.yaml'), manifest('web', 'other: label'));
     const { src } = await startSource(t, dir);
     assert.deepEqual(names(src), ['web-node-a']);
-    assert.equal(src.pods()[0].metadata?.labels?.app, 'demo');
+    assert.equal(at(src.pods(), 0).metadata?.labels?.app, 'demo');
     assert.deepEqual(
       src.errors().map((e) => [e.file, e.reason]),
       // The UIDs differ (they hash the file path); the name is what collides.

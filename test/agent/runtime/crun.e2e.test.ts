@@ -285,7 +285,7 @@ crunTest(
     for (const [name, ctr] of [
       ['escape', 'root-link'],
       ['passwd', 'file-link'],
-    ]) {
+    ] as const) {
       const r = await runCli(['mounts', uid, '-c', ctr, '-o', 'json', '--runtime-socket', socket]);
       assert.equal(r.code, 1, `${name}: ${r.stdout}`);
       assert.equal(

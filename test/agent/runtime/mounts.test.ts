@@ -14,6 +14,7 @@ import {
 import type { PodVolume, RuntimeState } from '../../../src/agent/runtime/types.ts';
 import { formatMountsTable } from '../../../src/cli/mounts.ts';
 import type { VolumeHost } from '../../../src/volumehost/types.ts';
+import { at, must } from '../../helpers/must.ts';
 
 const readOnlyPlugins = new Set([
   'kubernetes.io/configmap',
@@ -107,7 +108,7 @@ test('mounts come in volumeMounts order as OCI bind mounts with ro/rw and propag
 test('Bidirectional is rshared for a privileged container and refused otherwise with the API message', async () => {
   const mount = { name: 'data', mountPath: '/d', mountPropagation: 'Bidirectional' };
   const ok = await mountsOf(podWith({ volumeMounts: [mount], securityContext: { privileged: true } }));
-  assert.deepEqual(ok.mounts[0].options, ['rbind', 'rw', 'rshared']);
+  assert.deepEqual(at(ok.mounts, 0).options, ['rbind', 'rw', 'rshared']);
   const err = await refusal(podWith({ volumeMounts: [{ name: 'data', mountPath: '/x' }, mount] }));
   assert.equal(err.status, 422);
   assert.equal(
@@ -140,7 +141,7 @@ test('subPath: absolute and .. are refused with kubelet messages, nothing is pre
     const { subPaths, calls } = recordingSubPaths();
     const pod = podWith({ volumeMounts: [{ name: 'data', mountPath: '/d', subPath }] });
     await assert.rejects(
-      makeMounts({ state, host, subPaths }, pod, findContainer(pod, 'app')!, volumes),
+      makeMounts({ state, host, subPaths }, pod, must(findContainer(pod, 'app'), 'container app'), volumes),
       (err) => {
         assert.ok(err instanceof RuntimeApiError);
         assert.equal(err.status, 422);
@@ -172,7 +173,7 @@ test('subPath and subPathExpr go through the subpath preparer with the mount ind
       [2, 'logs-p/$(NOT)', 'data', 'app'],
     ],
   );
-  assert.equal(mounts[1].source, '/root/pods/u1/volume-subpaths/data/app/1');
+  assert.equal(at(mounts, 1).source, '/root/pods/u1/volume-subpaths/data/app/1');
 });
 
 test('subPathExpr with a missing or empty variable is refused as kubelet does', async () => {
@@ -214,7 +215,12 @@ test('image volumes are listed apart for the runtime (kubelet hands CRI an image
     ],
   });
   const { calls, subPaths } = recordingSubPaths();
-  const got = await makeMounts({ state, host, subPaths }, pod, findContainer(pod, 'app')!, images);
+  const got = await makeMounts(
+    { state, host, subPaths },
+    pod,
+    must(findContainer(pod, 'app'), 'container app'),
+    images,
+  );
   assert.deepEqual(
     got.mounts.map((m) => m.destination),
     ['/data'],
@@ -249,7 +255,12 @@ test('image volumes are listed apart for the runtime (kubelet hands CRI an image
   // The subPath rules still apply, with kubelet's messages.
   const climbing = podWith({ volumeMounts: [{ name: 'model', mountPath: '/m', subPath: 'a/../..' }] });
   await assert.rejects(
-    makeMounts({ state, host, subPaths }, climbing, findContainer(climbing, 'app')!, images),
+    makeMounts(
+      { state, host, subPaths },
+      climbing,
+      must(findContainer(climbing, 'app'), 'container app'),
+      images,
+    ),
     (err) =>
       err instanceof RuntimeApiError &&
       err.status === 422 &&

@@ -318,7 +318,7 @@ mountTest(
           state: string;
         }[]
       )[0];
-      return v.reason === 'SpecChangeRequiresRestart' ? v : undefined;
+      return v?.reason === 'SpecChangeRequiresRestart' ? v : undefined;
     });
     assert.equal(reported.state, 'mounted');
     assert.equal(

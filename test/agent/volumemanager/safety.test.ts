@@ -8,6 +8,7 @@ import { mkdir, readdir, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { tempDir } from '../../helpers/mountns.ts';
+import { at } from '../../helpers/must.ts';
 import { precious, startSwapper } from '../../helpers/swapper.ts';
 import { harness, pod } from './harness.ts';
 
@@ -62,7 +63,7 @@ test('finding 3: a symlink planted in the pod directory is refused at SetUp and 
   const modeBefore = (await stat(join(outside, 'data'))).mode;
   h.setPods([pod('p', [{ name: 'data', emptyDir: {} }])]);
   await h.settle();
-  const v = h.vm.status()[0].volumes[0];
+  const v = at(at(h.vm.status(), 0).volumes, 0);
   assert.notEqual(v.state, 'mounted');
   assert.equal(v.reason, 'UnsafePath');
   assert.equal((await stat(join(outside, 'data'))).mode, modeBefore, 'no chmod through the symlink');
@@ -88,7 +89,7 @@ test('finding 2: a mountPath of .. cannot make a nested mount point outside the 
   h.setReady(true);
   h.setPods([p]);
   await h.settle();
-  const info = h.vm.status()[0].volumes.find((v) => v.name === 'info');
+  const info = at(h.vm.status(), 0).volumes.find((v) => v.name === 'info');
   assert.equal(info?.reason, 'InvalidPath');
   const everywhere = [h.root, join(h.root, 'pods'), join(h.root, 'pods/p'), join(h.root, 'pods/p/volumes')];
   for (const d of everywhere) assert.ok(!(await readdir(d)).includes('escaped-by-podvol'), d);

@@ -12,6 +12,7 @@ import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
 
 import { waitFor } from '../../helpers/daemon.ts';
+import { at } from '../../helpers/must.ts';
 import { harness, pod } from './harness.ts';
 
 test('a running manager acts on a change at once, and removes a pod directory with its last volume', async (t) => {
@@ -41,7 +42,7 @@ test('volumes are set up before the sources sync, but nothing is torn down until
   await h.settle();
   const dir = join(h.root, 'pods/a/volumes/kubernetes.io~empty-dir/scratch');
   assert.ok((await stat(dir)).isDirectory());
-  assert.equal(h.vm.status()[0].volumes[0].state, 'mounted');
+  assert.equal(at(at(h.vm.status(), 0).volumes, 0).state, 'mounted');
 
   h.setPods([]);
   await h.settle();
@@ -102,7 +103,7 @@ test('a changed downwardAPI spec under the same pod UID is re-rendered in place'
   await h.settle();
   assert.equal(await readFile(join(dir, 'two'), 'utf8'), 'p-a');
   await assert.rejects(stat(join(dir, 'one')), { code: 'ENOENT' });
-  assert.equal(h.vm.podStatus('a')?.volumes[0].reason, '');
+  assert.equal(h.vm.podStatus('a')?.volumes[0]?.reason, '');
 });
 
 test('a restart reconstructs volumes from disk as uncertain and adopts them', async (t) => {

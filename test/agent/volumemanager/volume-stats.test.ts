@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { at } from '../../helpers/must.ts';
 import { harness, pod as podWith } from './harness.ts';
 
 const pod = podWith('stats-1', [
@@ -17,7 +18,7 @@ test('emptyDir usage and sizeLimit in /status; exceeding it is a Warning Event a
   const { root, vm, events, setReady, settle } = await harness(t, [pod], { now: () => clock });
   setReady(true);
   await settle();
-  const volume = (name: string) => vm.status()[0].volumes.find((v) => v.name === name);
+  const volume = (name: string) => at(vm.status(), 0).volumes.find((v) => v.name === name);
   assert.equal(volume('small')?.state, 'mounted');
   assert.equal(volume('small')?.sizeLimit, '16Ki');
   assert.equal(volume('free')?.sizeLimit, undefined);
@@ -60,7 +61,7 @@ test('--volume-stats-agg-period 0 disables the measurement: no usage, no SizeLim
     if (round === 0) await writeFile(join(dir, 'big'), Buffer.alloc(64 * 1024, 1));
     clock += 120_000;
   }
-  const small = vm.status()[0].volumes.find((v) => v.name === 'small');
+  const small = at(vm.status(), 0).volumes.find((v) => v.name === 'small');
   assert.equal(small?.state, 'mounted');
   assert.equal(small?.usedBytes, undefined);
   assert.equal(small?.reason, '');

@@ -14,7 +14,7 @@ interface ModelClass {
 }
 
 function modulePath(toolsDir: string, apiVersion: string): string {
-  const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
+  const [group = '', version = ''] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
   const pkg = group.endsWith('.coreos.com') ? '@kubernetes-models/prometheus-operator' : 'kubernetes-models';
   const sub = group ? `${group}/${version}` : version;
   return join(toolsDir, 'node_modules', pkg, sub, 'index.js');

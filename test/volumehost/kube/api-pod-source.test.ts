@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { ApiPodSource } from '../../../src/agent/pods/api-source.ts';
 import { loadKubeConfig } from '../../../src/volumehost/kube/config.ts';
+import { at, must } from '../../helpers/must.ts';
 import { kubeEnv, waitFor } from './env.ts';
 
 function pod(ns: string, name: string, nodeName?: string): V1Pod {
@@ -38,7 +39,7 @@ describe('API pod source', () => {
     await core.createNamespacedPod({ namespace: 'b', body: pod('b', 'new', 'node1') });
     await waitFor('the new pod', () => listed(source).includes('b/new'));
     const mine = await core.readNamespacedPod({ namespace: 'a', name: 'mine' });
-    mine.metadata!.labels = { v: '2' };
+    must(mine.metadata, 'metadata').labels = { v: '2' };
     await core.replaceNamespacedPod({ namespace: 'a', name: 'mine', body: mine });
     await waitFor('the update', () => source.pods().some((p) => p.metadata?.labels?.v === '2'));
     assert.deepEqual(listed(source), ['a/mine', 'b/new']);
@@ -77,7 +78,7 @@ describe('API pod source', () => {
       ['job', 'Succeeded'],
       ['crash', 'Failed'],
       ['web', 'Running'],
-    ]) {
+    ] as const) {
       const p = await core.readNamespacedPod({ namespace: 'a', name });
       p.status = { phase };
       await core.replaceNamespacedPodStatus({ namespace: 'a', name, body: p });
@@ -125,7 +126,7 @@ describe('API pod source', () => {
     t.after(() => source.stop());
     await source.start();
     assert.equal(source.hasSynced(), false);
-    const [err] = source.errors();
+    const err = at(source.errors(), 0);
     assert.equal(err.source, 'api');
     assert.equal(err.reason, 'Unauthorized');
     assert.match(err.message, /^list pods on node node1: 401 Unauthorized/);

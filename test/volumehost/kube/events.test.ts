@@ -8,6 +8,7 @@ import {
 } from '../../../src/volumehost/kube/events.ts';
 import type { KubeObj, TestApiServer } from '../../apiserver/server.ts';
 import { recordingLogger } from '../../helpers/logger.ts';
+import { at, must, only } from '../../helpers/must.ts';
 import { kubeEnv, waitFor } from './env.ts';
 
 const T0 = Date.UTC(2030, 4, 6, 7, 8, 9, 123);
@@ -84,8 +85,7 @@ describe('event recorder against an API server', () => {
     env.rec.eventf(env.pod, 'Warning', 'FailedMount', message);
     await env.rec.flush();
 
-    const [ev, ...rest] = env.events();
-    assert.equal(rest.length, 0);
+    const ev = only(env.events());
     assert.equal(ev.metadata.name, `web-0.${(BigInt(T0) * 1_000_000n).toString(16)}`);
     assert.equal(ev.metadata.namespace, 'shop');
     assert.deepEqual(ev.involvedObject, {
@@ -122,14 +122,10 @@ describe('event recorder against an API server', () => {
     }
     await env.rec.flush();
 
-    const evs = env.events();
-    assert.equal(evs.length, 1);
-    assert.equal(evs[0].count, 3);
-    assert.equal(new Date(evs[0].firstTimestamp as string).getTime(), new Date(seconds(T0)).getTime());
-    assert.equal(
-      new Date(evs[0].lastTimestamp as string).getTime(),
-      new Date(seconds(T0 + 20_000)).getTime(),
-    );
+    const ev = only(env.events());
+    assert.equal(ev.count, 3);
+    assert.equal(new Date(ev.firstTimestamp as string).getTime(), new Date(seconds(T0)).getTime());
+    assert.equal(new Date(ev.lastTimestamp as string).getTime(), new Date(seconds(T0 + 20_000)).getTime());
     const verbs = env.api.hooks.requests
       .filter((r) => r.resource === 'events')
       .map((r) => `${r.verb} ${r.code}`);
@@ -160,13 +156,12 @@ describe('event recorder against an API server', () => {
     const env = await setup(t);
     env.rec.eventf(env.pod, 'Warning', 'FailedMount', 'boom');
     await env.rec.flush();
-    const [first] = env.events();
-    env.api.store.delete('events', 'shop', first.metadata.name!);
+    const first = only(env.events());
+    env.api.store.delete('events', 'shop', must(first.metadata.name, 'Event name'));
     env.advance(5000);
     env.rec.eventf(env.pod, 'Warning', 'FailedMount', 'boom');
     await env.rec.flush();
-    const [again, ...rest] = env.events();
-    assert.equal(rest.length, 0);
+    const again = only(env.events());
     assert.equal(again.metadata.name, first.metadata.name);
     assert.equal(again.count, 2);
   });
@@ -181,9 +176,9 @@ describe('event recorder against an API server', () => {
     const evs = env.events();
     const combined = evs.filter((e) => String(e.message).startsWith('(combined from similar events): '));
     assert.equal(evs.length, 10);
-    assert.equal(combined.length, 1);
-    assert.equal(combined[0].message, '(combined from similar events): attempt 11 failed');
-    assert.equal(combined[0].count, 2);
+    const ev = only(combined, 'combined Event');
+    assert.equal(ev.message, '(combined from similar events): attempt 11 failed');
+    assert.equal(ev.count, 2);
   });
 
   test('a source may burst 25 events about one pod, then one per 5 minutes', async (t) => {
@@ -232,7 +227,7 @@ describe('event recorder against an API server', () => {
     assert.equal(env.logs.filter((l) => l.msg === 'Unable to write event (retry limit exceeded!)').length, 1);
     // client-go: the first pause is randomized within 10 s, the others are 10 s.
     assert.equal(pauses.length, 11);
-    assert.ok(pauses[0] >= 0 && pauses[0] <= 10_000);
+    assert.ok(at(pauses, 0) >= 0 && at(pauses, 0) <= 10_000);
     assert.deepEqual(pauses.slice(1), Array(10).fill(10_000));
     await env.api.hooks.up();
   });
@@ -247,9 +242,7 @@ describe('event recorder against an API server', () => {
     await env.api.hooks.down();
     env.rec.eventf(env.pod, 'Warning', 'FailedMount', 'MountVolume.SetUp failed for volume "x" : boom');
     await env.rec.flush();
-    const evs = env.events();
-    assert.equal(evs.length, 1);
-    assert.equal(evs[0].message, 'MountVolume.SetUp failed for volume "x" : boom');
+    assert.equal(only(env.events()).message, 'MountVolume.SetUp failed for volume "x" : boom');
   });
 
   test('stop() cuts a retry pause short, so shutdown is not held up by a dead API server', async (t) => {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { CoreV1Api, type V1Node } from '@kubernetes/client-node';
 import { attachedVolumes, NodeInfo, nodeHostIPs } from '../../../src/volumehost/kube/node-info.ts';
+import { must } from '../../helpers/must.ts';
 import { kubeEnv, waitFor } from './env.ts';
 
 const withAddresses = (addresses: { type: string; address: string }[]): V1Node => ({
@@ -66,7 +67,7 @@ describe('node info', () => {
     );
 
     const cur = await core.readNode({ name: 'node1' });
-    cur.metadata!.labels = { zone: 'b' };
+    must(cur.metadata, 'metadata').labels = { zone: 'b' };
     await core.replaceNode({ name: 'node1', body: cur });
     await waitFor('the label change', () => info.snapshot()?.labels.zone === 'b');
   });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { newConfigMapCache, newSecretCache } from '../../../src/volumehost/kube/object-cache.ts';
+import { must } from '../../helpers/must.ts';
 import { kubeEnv, waitFor } from './env.ts';
 
 // kubelet waits 1 s for a first list; on a machine shared by several test runs that can be too short.
@@ -22,7 +23,8 @@ describe('watch-based secret and configmap caches', () => {
     });
     const watches = api.hooks.requests.filter((r) => r.verb === 'list' || r.verb === 'watch');
     assert.ok(watches.length >= 2);
-    for (const w of watches) assert.match(w.query.fieldSelector, /^metadata\.name=(s|missing)$/);
+    for (const w of watches)
+      assert.match(must(w.query.fieldSelector, 'fieldSelector'), /^metadata\.name=(s|missing)$/);
     assert.ok(watches.every((w) => w.namespace === 'ns'));
   });
 
@@ -35,7 +37,7 @@ describe('watch-based secret and configmap caches', () => {
     cms.onChange((ns, name) => changed.push(`${ns}/${name}`));
     cms.register('ns', 'cm', 'pod-1');
     await cms.get('ns', 'cm');
-    const cur = api.store.get('configmaps', 'ns', 'cm')!;
+    const cur = must(api.store.get('configmaps', 'ns', 'cm'), 'configmap cm');
     api.store.update('configmaps', { ...cur, data: { a: '2' } });
     await waitFor('the change', () => changed.length >= 2);
     assert.deepEqual(changed, ['ns/cm', 'ns/cm']);

@@ -5,6 +5,7 @@ import { loadKubeConfig } from '../../../src/volumehost/kube/config.ts';
 import { Reflector } from '../../../src/volumehost/kube/reflector.ts';
 import type { ReflectorEvent } from '../../../src/volumehost/kube/store.ts';
 import { fakeClock } from '../../helpers/fake-clock.ts';
+import { must } from '../../helpers/must.ts';
 import { kubeEnv, waitFor } from './env.ts';
 
 function configMaps(
@@ -46,13 +47,16 @@ describe('reflector', () => {
 
     const listRV = Number(r.resourceVersion);
     api.store.create('configmaps', { metadata: { name: 'after', namespace: 'ns' } });
-    const cur = api.store.get('configmaps', 'ns', 'before')!;
+    const cur = must(api.store.get('configmaps', 'ns', 'before'), 'before');
     api.store.update('configmaps', { ...cur, data: { k: 'v' } });
     api.store.delete('configmaps', 'ns', 'after');
     await waitFor('the delete', () => events.length === 4);
     assert.deepEqual(events, ['ADDED before', 'ADDED after', 'MODIFIED before', 'DELETED after']);
-    assert.deepEqual(r.get(cur.metadata.uid!)?.data, { k: 'v' });
-    const watch = api.hooks.requests.find((q) => q.verb === 'watch')!;
+    assert.deepEqual(r.get(must(cur.metadata.uid, 'uid'))?.data, { k: 'v' });
+    const watch = must(
+      api.hooks.requests.find((q) => q.verb === 'watch'),
+      'watch',
+    );
     assert.equal(watch.query.resourceVersion, String(listRV));
     assert.equal(watch.query.allowWatchBookmarks, 'true');
   });
@@ -124,7 +128,7 @@ describe('reflector', () => {
     assert.equal(r.hasSynced(), false);
     assert.equal(r.lastError?.reason, 'Unreachable');
     assert.match(
-      r.lastError!.message,
+      must(r.lastError, 'lastError').message,
       /^list configmaps in ns: cannot reach the API server at https:\/\/127\.0\.0\.1:\d+: ECONNREFUSED$/,
     );
     await api.hooks.up();
@@ -163,7 +167,7 @@ describe('reflector', () => {
     assert.equal(r.lastError?.reason, 'Unauthorized');
     assert.equal(r.lastError?.code, 401);
     assert.match(
-      r.lastError!.message,
+      must(r.lastError, 'lastError').message,
       /^list configmaps in ns: 401 Unauthorized from https:\/\/127\.0\.0\.1:\d+: the API server rejected the credentials/,
     );
     assert.ok(changes >= 1, 'the error is announced through onChange');

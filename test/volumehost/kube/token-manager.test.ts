@@ -12,6 +12,7 @@ import {
 } from '../../../src/volumehost/kube/token-manager.ts';
 import type { TestApiServer } from '../../apiserver/server.ts';
 import { recordingLogger } from '../../helpers/logger.ts';
+import { at, must } from '../../helpers/must.ts';
 import { kubeEnv } from './env.ts';
 
 const HOUR = 3600 * 1000;
@@ -135,7 +136,7 @@ async function setup(t: TestContext): Promise<Env> {
   t.after(async () => {
     tm.stop();
   });
-  const podUID = pod.metadata.uid!;
+  const podUID = must(pod.metadata.uid, 'uid');
   return {
     api,
     tm,
@@ -163,7 +164,7 @@ describe('token manager against an API server', () => {
     const again = await env.tm.getServiceAccountToken('ci', 'builder', env.request());
     assert.equal(again.status?.token, first.status?.token);
     assert.equal(env.api.hooks.issuedTokens.length, 1);
-    const issued = env.api.hooks.issuedTokens[0];
+    const issued = at(env.api.hooks.issuedTokens, 0);
     assert.deepEqual(issued.audiences, ['vault']);
     assert.equal(issued.expirationSeconds, 3600);
     assert.deepEqual(issued.boundObjectRef, {
@@ -178,7 +179,7 @@ describe('token manager against an API server', () => {
     const env = await setup(t);
     const a = await env.tm.getServiceAccountToken('ci', 'builder', env.request());
     const other = env.request();
-    other.spec!.audiences = ['sts.amazonaws.com'];
+    must(other.spec, 'spec').audiences = ['sts.amazonaws.com'];
     const b = await env.tm.getServiceAccountToken('ci', 'builder', other);
     assert.notEqual(a.status?.token, b.status?.token);
     assert.equal(env.api.hooks.issuedTokens.length, 2);
