@@ -12,8 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { RequestRecord, TestApiServer } from '../test/apiserver/server.ts';
 import {
   apiPod,
-  createConfigMap,
-  createSecret,
+  createPodObjects,
   deleteAllPods,
   secretConfigMapTokenVolumes,
   startCluster,
@@ -61,18 +60,12 @@ try {
     );
 
     const lifecycle = async (n: number, tag: string, hooks: TestApiServer['hooks']) => {
-      for (let i = 0; i < n; i++) {
-        createConfigMap(api, `cfg-${tag}-${i}`);
-        createSecret(api, `sec-${tag}-${i}`);
-      }
+      for (let i = 0; i < n; i++) createPodObjects(api, `${tag}-${i}`);
       hooks.clearRequests();
       const t0 = performance.now();
       const ready = waitLines(p, 'MountVolume.SetUp succeeded', n * 3, 600_000, (l) => !l.remount);
       for (let i = 0; i < n; i++) {
-        api.store.create(
-          'pods',
-          apiPod(`api-${tag}-${i}`, secretConfigMapTokenVolumes(`cfg-${tag}-${i}`, `sec-${tag}-${i}`)),
-        );
+        api.store.create('pods', apiPod(`api-${tag}-${i}`, secretConfigMapTokenVolumes(`${tag}-${i}`)));
       }
       await ready;
       let maxWatches = hooks.openWatches();

@@ -3,6 +3,7 @@
 // a node, a service account and the objects the pods reference.
 import { addNode } from '../test/apiserver/node.ts';
 import { startTestApiServer, type TestApiServer } from '../test/apiserver/server.ts';
+import { kubeApiAccessVolume, apiPod as podOn, type VolumeSpec } from '../test/helpers/pods.ts';
 import { type Podvol, waitLines } from './lib.ts';
 
 export const NODE = 'benchnode';
@@ -28,40 +29,30 @@ export function createSecret(api: TestApiServer, name: string): void {
 const mounts = (names: string[]) => names.map((v) => ({ name: v, mountPath: `/${v}` }));
 
 /** A pod as the API server returns it (defaulted), bound to the bench node. */
-export function apiPod(name: string, volumes: unknown[]) {
-  return {
-    metadata: { name, namespace: 'default', labels: { app: 'bench' } },
-    spec: {
-      nodeName: NODE,
-      serviceAccountName: 'default',
-      containers: [
-        {
-          name: 'app',
-          image: 'busybox',
-          volumeMounts: mounts(volumes.map((v) => (v as { name: string }).name)),
-        },
-      ],
+export function apiPod(name: string, volumes: VolumeSpec[]) {
+  return podOn(
+    name,
+    NODE,
+    {
+      containers: [{ name: 'app', image: 'busybox', volumeMounts: mounts(volumes.map((v) => v.name)) }],
       volumes,
     },
-    status: { phase: 'Running' },
-  };
+    { app: 'bench' },
+  );
 }
 
-/** The issue's API-load pod: a secret, a configMap and a service account token (kube-api-access). */
-export function secretConfigMapTokenVolumes(configMap: string, secret: string): unknown[] {
+/** The objects of pod `id`: configMap cfg-<id> and secret sec-<id> (its own: the worst case for per-object watches). */
+export function createPodObjects(api: TestApiServer, id: string | number): void {
+  createConfigMap(api, `cfg-${id}`);
+  createSecret(api, `sec-${id}`);
+}
+
+/** The issue's API-load pod: pod `id`'s secret and configMap, and a service account token (kube-api-access). */
+export function secretConfigMapTokenVolumes(id: string | number): VolumeSpec[] {
   return [
-    { name: 'cfg', configMap: { name: configMap, defaultMode: 0o644 } },
-    { name: 'sec', secret: { secretName: secret, defaultMode: 0o420 } },
-    {
-      name: 'kube-api-access',
-      projected: {
-        defaultMode: 0o644,
-        sources: [
-          { serviceAccountToken: { path: 'token', expirationSeconds: 3607 } },
-          { downwardAPI: { items: [{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }] } },
-        ],
-      },
-    },
+    { name: 'cfg', configMap: { name: `cfg-${id}`, defaultMode: 0o644 } },
+    { name: 'sec', secret: { secretName: `sec-${id}`, defaultMode: 0o420 } },
+    kubeApiAccessVolume(),
   ];
 }
 

@@ -196,6 +196,36 @@ export async function startPodvol(o: {
 }
 
 /** VmRSS and VmHWM of a process, in MiB. */
+/**
+ * The baseline process of the startup and memory benches: a bare Node HTTP
+ * server, after `preload` (say, requiring @kubernetes/client-node). Its time
+ * from spawn to the first 200, and its RSS `settleMs` after that.
+ */
+export async function bareNode(preload: string, settleMs: number): Promise<{ ms: number; rss: number }> {
+  const port = await freePort();
+  const code = `${preload}require('node:http').createServer((q, s) => s.end('ok')).listen(${port}, '127.0.0.1');`;
+  const t0 = performance.now();
+  const proc = spawn(process.execPath, ['-e', code], { stdio: 'ignore', cwd: repoRoot });
+  try {
+    for (;;) {
+      try {
+        const res = await fetch(`http://127.0.0.1:${port}/`);
+        await res.arrayBuffer();
+        if (res.status === 200) break;
+      } catch {
+        // not listening yet
+      }
+      if (proc.exitCode !== null) throw new Error(`bare node exited ${proc.exitCode}`);
+      await sleep(5);
+    }
+    const ms = performance.now() - t0;
+    await sleep(settleMs);
+    return { ms, rss: procMemory(proc.pid ?? 0).rss };
+  } finally {
+    proc.kill('SIGKILL');
+  }
+}
+
 export function procMemory(pid: number): { rss: number; hwm: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);

@@ -4,20 +4,17 @@
 // in the same run: a bare Node process listening on HTTP, and one that has
 // also loaded @kubernetes/client-node.
 // Run: node bench/memory.bench.ts [--pods=1000] [--settle-seconds=5] [--smoke]
-import { spawn } from 'node:child_process';
 import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { apiPod, createConfigMap, createSecret, deleteAllPods, startCluster } from './cluster.ts';
+import { apiPod, createPodObjects, deleteAllPods, startCluster } from './cluster.ts';
 import {
+  bareNode,
   ensureMountNamespace,
   figure,
-  freePort,
   goal,
   header,
   type Podvol,
-  procMemory,
-  repoRoot,
   size,
   startPodvol,
   tempRoot,
@@ -29,25 +26,6 @@ ensureMountNamespace();
 const PODS = size('pods', 1000, 5);
 const SETTLE_MS = size('settle-seconds', 5, 1) * 1000;
 const OBJECTS = Math.min(PODS, 50);
-
-async function bareRss(preload: string): Promise<number> {
-  const port = await freePort();
-  const code = `${preload}require('node:http').createServer((q, s) => s.end('ok')).listen(${port}, '127.0.0.1');`;
-  const proc = spawn(process.execPath, ['-e', code], { stdio: 'ignore', cwd: repoRoot });
-  try {
-    await until('bare node listening', async () => {
-      try {
-        return (await fetch(`http://127.0.0.1:${port}/`)).status === 200;
-      } catch {
-        return false;
-      }
-    });
-    await sleep(SETTLE_MS);
-    return procMemory(proc.pid ?? 0).rss;
-  } finally {
-    proc.kill('SIGKILL');
-  }
-}
 
 async function settled(p: Podvol): Promise<number> {
   await sleep(SETTLE_MS);
@@ -76,8 +54,8 @@ const tmp = tempRoot('p4');
 const { api, kubeconfig } = await startCluster(tmp.dir);
 try {
   header('P4 resident memory', { pods: PODS, volumes: PODS * 4, settleSeconds: SETTLE_MS / 1000 });
-  const bare = await bareRss('');
-  const bareClient = await bareRss("require('@kubernetes/client-node');");
+  const bare = (await bareNode('', SETTLE_MS)).rss;
+  const bareClient = (await bareNode("require('@kubernetes/client-node');", SETTLE_MS)).rss;
 
   const manifests = join(tmp.dir, 'manifests');
   mkdirSync(manifests);
@@ -90,10 +68,7 @@ try {
     await standalone.stop();
   }
 
-  for (let i = 0; i < OBJECTS; i++) {
-    createConfigMap(api, `cfg-${i}`);
-    createSecret(api, `sec-${i}`);
-  }
+  for (let i = 0; i < OBJECTS; i++) createPodObjects(api, i);
   const root = join(tmp.dir, 'cluster');
   const p = await startPodvol({ rootDir: root, kubeconfig });
   let idleCluster: number;

@@ -7,8 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   apiPod,
-  createConfigMap,
-  createSecret,
+  createPodObjects,
   deleteAllPods,
   secretConfigMapTokenVolumes,
   startCluster,
@@ -34,10 +33,7 @@ const tmp = tempRoot('p2');
 const { api, kubeconfig } = await startCluster(tmp.dir);
 try {
   header('P2 pod added → all volumes ready', { rate: RATE, seconds: SECONDS, pods: PODS });
-  for (let i = 0; i < PODS; i++) {
-    createConfigMap(api, `cfg-${i}`);
-    createSecret(api, `sec-${i}`);
-  }
+  for (let i = 0; i < PODS; i++) createPodObjects(api, i);
   const root = join(tmp.dir, 'root');
   const p = await startPodvol({ rootDir: root, kubeconfig });
   try {
@@ -60,7 +56,7 @@ try {
       const wait = due - performance.now();
       if (wait > 0) await sleep(wait);
       created.set(`default/lat-${i}`, performance.now());
-      api.store.create('pods', apiPod(`lat-${i}`, secretConfigMapTokenVolumes(`cfg-${i}`, `sec-${i}`)));
+      api.store.create('pods', apiPod(`lat-${i}`, secretConfigMapTokenVolumes(i)));
     }
     const sent = (performance.now() - start) / 1000;
     await until('every pod ready', () => latencies.length === PODS, 20, 300_000).catch((err) => {

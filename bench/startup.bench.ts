@@ -3,19 +3,15 @@
 // way in the same run; and, for what loading costs, a bare Node process that
 // imports @kubernetes/client-node before it listens.
 // Run: node bench/startup.bench.ts [--rounds=7] [--smoke]   (env BENCH_ROUNDS)
-import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  bareNode,
   ensureMountNamespace,
   figure,
-  freePort,
   goal,
   header,
   median,
-  procMemory,
-  repoRoot,
   size,
   startPodvol,
   tempRoot,
@@ -23,32 +19,6 @@ import {
 
 ensureMountNamespace();
 const ROUNDS = size('rounds', 7, 1);
-
-/** A bare Node process listening on a port: spawn → first 200, and its RSS once up. */
-async function bareNode(preload: string): Promise<{ ms: number; rss: number }> {
-  const port = await freePort();
-  const code = `${preload}require('node:http').createServer((q, s) => s.end('ok')).listen(${port}, '127.0.0.1');`;
-  const t0 = performance.now();
-  const proc = spawn(process.execPath, ['-e', code], { stdio: 'ignore', cwd: repoRoot });
-  try {
-    for (;;) {
-      try {
-        const res = await fetch(`http://127.0.0.1:${port}/`);
-        await res.arrayBuffer();
-        if (res.status === 200) break;
-      } catch {
-        // not listening yet
-      }
-      if (proc.exitCode !== null) throw new Error(`bare node exited ${proc.exitCode}`);
-      await sleep(5);
-    }
-    const ms = performance.now() - t0;
-    await sleep(500);
-    return { ms, rss: procMemory(proc.pid ?? 0).rss };
-  } finally {
-    proc.kill('SIGKILL');
-  }
-}
 
 const tmp = tempRoot('start');
 try {
@@ -59,8 +29,8 @@ try {
   const bare: number[] = [];
   const withClient: number[] = [];
   for (let i = 0; i < ROUNDS; i++) {
-    bare.push((await bareNode('')).ms);
-    withClient.push((await bareNode("require('@kubernetes/client-node');")).ms);
+    bare.push((await bareNode('', 500)).ms);
+    withClient.push((await bareNode("require('@kubernetes/client-node');", 500)).ms);
     const p = await startPodvol({ rootDir: join(tmp.dir, `root${i}`), manifests });
     try {
       podvol.push((await p.until200('/healthz', 5)) - p.spawnedAt);

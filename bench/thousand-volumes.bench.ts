@@ -163,6 +163,17 @@ async function run(label: string, pool: number | undefined) {
   const t0 = performance.now();
   let mountedMs = Number.NaN;
   let tornDownMs = Number.NaN;
+  // What this run measured, at the moment it ends (however it ends).
+  const figures = () => ({
+    label,
+    mountedMs,
+    tornDownMs,
+    health,
+    hwm,
+    peak: cg?.peak(),
+    oom: cg?.oomKilled() ?? false,
+    exited,
+  });
   try {
     await waitFor('all mounted', async () => {
       if (exited !== null) throw new Error(`podvol exited (${exited})`);
@@ -179,28 +190,9 @@ async function run(label: string, pool: number | undefined) {
       return s.pods.length === 0 ? true : undefined;
     });
     tornDownMs = performance.now() - t1;
-    return {
-      label,
-      mountedMs,
-      tornDownMs,
-      health,
-      hwm,
-      peak: cg?.peak(),
-      oom: cg?.oomKilled() ?? false,
-      exited,
-    };
+    return figures();
   } catch (err) {
-    return {
-      label,
-      mountedMs,
-      tornDownMs,
-      health,
-      hwm,
-      peak: cg?.peak(),
-      oom: cg?.oomKilled() ?? false,
-      exited,
-      err: (err as Error).message,
-    };
+    return { ...figures(), err: (err as Error).message };
   } finally {
     probing = false;
     await prober;

@@ -2,17 +2,16 @@
 // reason in /status and the log; other volumes and pods keep working and
 // nothing is written outside the pod's directory.
 import assert from 'node:assert/strict';
-import { mkdir, readdir, writeFile } from 'node:fs/promises';
+import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { startPodvol, waitFor } from '../helpers/daemon.ts';
+import { daemonDirs, startPodvol, waitFor } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { must } from '../helpers/must.ts';
+import { staticPod } from '../helpers/pods.ts';
 
 mountTest('bad volumes get precise reasons; the rest of the pod and other pods work', async (t) => {
   const base = await tempDir(t);
-  const root = join(base, 'root');
-  const manifests = join(base, 'manifests');
-  await mkdir(manifests);
+  const { root, manifests } = await daemonDirs(base);
   const notADir = join(base, 'a-file');
   await writeFile(notADir, 'x');
   const created = join(base, 'created-by-refused-pod');
@@ -47,31 +46,9 @@ mountTest('bad volumes get precise reasons; the rest of the pod and other pods w
     { name: 'ssd', emptyDir: { medium: 'SSD' } },
     { name: 'huge', emptyDir: { medium: 'HugePages-1Gi' } },
   ];
-  const podOf = (
-    name: string,
-    vols: { name: string; [k: string]: unknown }[],
-    extraMounts: string[] = [],
-  ) => ({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name },
-    spec: {
-      containers: [
-        {
-          name: 'c',
-          image: 'i',
-          volumeMounts: [...new Set([...vols.map((v) => v.name), ...extraMounts])].map((n) => ({
-            name: n,
-            mountPath: `/m/${n}`,
-          })),
-        },
-      ],
-      volumes: vols,
-    },
-  });
-  const invalid = podOf('invalid', invalidVolumes, ['missing']);
-  const bad = podOf('bad', volumes);
-  const good = podOf('good', [{ name: 'v', emptyDir: {} }]);
+  const invalid = staticPod('invalid', invalidVolumes, ['missing']);
+  const bad = staticPod('bad', volumes);
+  const good = staticPod('good', [{ name: 'v', emptyDir: {} }]);
   await writeFile(
     join(manifests, 'pods.yaml'),
     `${JSON.stringify(invalid)}\n---\n${JSON.stringify(bad)}\n---\n${JSON.stringify(good)}\n---\nkind: Pod\nmetadata: {}\n---\n: : not yaml [\n`,

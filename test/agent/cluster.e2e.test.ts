@@ -17,44 +17,26 @@ import {
 } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { at } from '../helpers/must.ts';
+import { apiPod, kubeApiAccessVolume } from '../helpers/pods.ts';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 
 // Pods as the API server returns them: already defaulted (defaultMode, expirationSeconds).
 function webPod(name: string, secretName = 'creds') {
-  return {
-    metadata: { name, namespace: 'default' },
-    spec: {
-      nodeName: 'testnode',
-      serviceAccountName: 'default',
-      containers: [
-        {
-          name: 'app',
-          image: 'busybox',
-          volumeMounts: ['cfg', 'sec', 'kube-api-access'].map((v) => ({ name: v, mountPath: `/${v}` })),
-        },
-      ],
-      volumes: [
-        { name: 'cfg', configMap: { name: 'app-config', defaultMode: 0o644 } },
-        { name: 'sec', secret: { secretName, defaultMode: 0o400 } },
-        {
-          name: 'kube-api-access',
-          projected: {
-            defaultMode: 0o644,
-            sources: [
-              { serviceAccountToken: { path: 'token', expirationSeconds: 3607 } },
-              {
-                downwardAPI: {
-                  items: [{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }],
-                },
-              },
-            ],
-          },
-        },
-      ],
-    },
-    status: { phase: 'Running' },
-  };
+  return apiPod(name, 'testnode', {
+    containers: [
+      {
+        name: 'app',
+        image: 'busybox',
+        volumeMounts: ['cfg', 'sec', 'kube-api-access'].map((v) => ({ name: v, mountPath: `/${v}` })),
+      },
+    ],
+    volumes: [
+      { name: 'cfg', configMap: { name: 'app-config', defaultMode: 0o644 } },
+      { name: 'sec', secret: { secretName, defaultMode: 0o400 } },
+      kubeApiAccessVolume(),
+    ],
+  });
 }
 
 async function cluster(t: TestContext) {

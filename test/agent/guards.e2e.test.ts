@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startTestApiServer } from '../apiserver/server.ts';
-import { mountsBelow, type PodvolProcess, startPodvol, waitFor } from '../helpers/daemon.ts';
+import { daemonDirs, mountsBelow, type PodvolProcess, startPodvol, waitFor } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { runCli } from './ops/cli.ts';
 
@@ -106,9 +106,7 @@ mountTest(
   'a first sync that would tear down every adopted volume is held; the pod coming back releases it',
   async (t) => {
     const base = await tempDir(t);
-    const root = join(base, 'root');
-    const manifests = join(base, 'manifests');
-    await mkdir(manifests);
+    const { root, manifests } = await daemonDirs(base);
     await writeFile(join(manifests, 'db.json'), JSON.stringify(dbPod()));
     const first = await startPodvol({ rootDir: root, manifests });
     const entry = await waitFor('db mounted', () => mounted('db-testnode')(first));

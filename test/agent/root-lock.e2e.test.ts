@@ -2,19 +2,17 @@
 // same root exits 1 with one line naming the holder's PID, and the lock goes
 // with the holder however it exits.
 import assert from 'node:assert/strict';
-import { mkdir, symlink } from 'node:fs/promises';
+import { symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { lockRootDir, RootDirLockedError } from '../../src/agent/root-lock.ts';
-import { startPodvol } from '../helpers/daemon.ts';
+import { daemonDirs, startPodvol } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { runCli } from './ops/cli.ts';
 
 mountTest("a second podvol run on the same root directory exits 1 naming the first one's PID", async (t) => {
   const base = await tempDir(t);
-  const root = join(base, 'root');
-  const manifests = join(base, 'manifests');
-  await mkdir(manifests);
+  const { root, manifests } = await daemonDirs(base);
   const first = await startPodvol({ rootDir: root, manifests });
   t.after(() => first.stop('SIGKILL'));
   // The same directory through a symlink is the same lock.

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountPointsBelow, mountTest, tempDir } from '../helpers/mountns.ts';
 import { at } from '../helpers/must.ts';
+import { staticPod, type VolumeSpec } from '../helpers/pods.ts';
 import { figure, pct, size } from './lib.ts';
 
 const hasBindfs = () => !spawnSync('bindfs', ['--version'], { stdio: 'ignore' }).error;
@@ -43,22 +44,7 @@ const hangs = (path: string) =>
     });
   });
 
-const pod = (name: string, volumes: Record<string, unknown>[]) =>
-  JSON.stringify({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name },
-    spec: {
-      containers: [
-        {
-          name: 'c',
-          image: 'i',
-          volumeMounts: volumes.map((v) => ({ name: v.name, mountPath: `/m/${v.name}` })),
-        },
-      ],
-      volumes,
-    },
-  });
+const pod = (name: string, volumes: VolumeSpec[]) => JSON.stringify(staticPod(name, volumes));
 
 const healthy = (name: string) =>
   pod(name, [

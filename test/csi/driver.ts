@@ -17,7 +17,6 @@ import {
   readFileSync,
   renameSync,
   rmdirSync,
-  rmSync,
   statfsSync,
   statSync,
   truncateSync,
@@ -27,6 +26,7 @@ import { join } from 'node:path';
 import { execa } from 'execa';
 import { createLinuxMounter } from '../../src/mount/linux.ts';
 import { grpc, loadCSIProto } from '../../src/plugins/csi/grpc.ts';
+import { serveOnUnixSocket } from './serve.ts';
 
 export interface InjectedError {
   /** grpc status code number, e.g. 5 (NOT_FOUND), 14 (UNAVAILABLE). */
@@ -414,21 +414,12 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
       'NodeGetInfo',
     ]),
   );
-  rmSync(socket, { force: true });
-  await new Promise<void>((resolve, reject) =>
-    server.bindAsync(`unix:${socket}`, grpc.ServerCredentials.createInsecure(), (err) =>
-      err ? reject(err) : resolve(),
-    ),
-  );
+  const stop = await serveOnUnixSocket(server, socket);
   return {
     socket,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        for (const wake of [...sleeping]) wake();
-        server.tryShutdown(() => {
-          rmSync(socket, { force: true });
-          resolve();
-        });
-      }),
+    stop: () => {
+      for (const wake of [...sleeping]) wake();
+      return stop();
+    },
   };
 }

@@ -4,9 +4,9 @@
 // given by --kubelet-registration-path and supported_versions ["1.0.0"].
 // Told that registration failed, it stops (the real one exits 1 and leaves its
 // socket behind); stop() removes the socket as the real one does on SIGTERM.
-import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { grpc, loadRegistrationProto } from '../../src/plugins/csi/grpc.ts';
+import { serveOnUnixSocket } from './serve.ts';
 
 export interface RegistrarOptions {
   registrationDir: string;
@@ -32,10 +32,10 @@ export async function startTestRegistrar(o: RegistrarOptions): Promise<TestRegis
   const socket = join(o.registrationDir, o.socketName ?? `${o.driverName}-reg.sock`);
   const server = new grpc.Server();
   const notifications: { plugin_registered: boolean; error: string }[] = [];
-  let resolveStatus!: (s: { plugin_registered: boolean; error: string }) => void;
-  const status = new Promise<{ plugin_registered: boolean; error: string }>((r) => {
-    resolveStatus = r;
-  });
+  const { promise: status, resolve: resolveStatus } = Promise.withResolvers<{
+    plugin_registered: boolean;
+    error: string;
+  }>();
   server.addService(Registration.service, {
     GetInfo: (_call: unknown, cb: grpc.sendUnaryData<object>) =>
       cb(null, {
@@ -55,22 +55,6 @@ export async function startTestRegistrar(o: RegistrarOptions): Promise<TestRegis
       if (!call.request.plugin_registered) setImmediate(() => server.forceShutdown());
     },
   });
-  rmSync(socket, { force: true });
-  await new Promise<void>((resolve, reject) =>
-    server.bindAsync(`unix:${socket}`, grpc.ServerCredentials.createInsecure(), (err) =>
-      err ? reject(err) : resolve(),
-    ),
-  );
-  return {
-    socket,
-    status,
-    notifications,
-    stop: () =>
-      new Promise<void>((resolve) =>
-        server.tryShutdown(() => {
-          rmSync(socket, { force: true });
-          resolve();
-        }),
-      ),
-  };
+  const stop = await serveOnUnixSocket(server, socket);
+  return { socket, status, notifications, stop };
 }

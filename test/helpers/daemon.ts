@@ -1,7 +1,7 @@
 // Runs `podvol run` as a child process (inside the test's mount namespace) and
 // gives tests its HTTP endpoints, its log lines and ways to stop or kill it.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { lstat, readFile } from 'node:fs/promises';
+import { lstat, mkdir, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { httpsRequest } from './https.ts';
@@ -10,6 +10,13 @@ export const repoRoot = join(import.meta.dirname, '..', '..');
 
 /** Where startPodvol's daemon serves the runtime API: beside the root dir, in the test's temp dir. */
 export const runtimeSocketOf = (rootDir: string) => join(rootDir, '..', 'run', 'podvol.sock');
+
+/** A daemon's directories in a test's temp dir `base`: its root (podvol creates it) and an empty manifest directory. */
+export async function daemonDirs(base: string): Promise<{ root: string; manifests: string }> {
+  const manifests = join(base, 'manifests');
+  await mkdir(manifests);
+  return { root: join(base, 'root'), manifests };
+}
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -7,7 +7,7 @@ import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Container, V1Pod, V1Volume } from '@kubernetes/client-node';
 import { FakeMounter } from '../../src/mount/fake.ts';
 import { mountContaining } from '../../src/mount/mountinfo.ts';
 import { HUGETLBFS_MAGIC, TMPFS_MAGIC } from '../../src/mount/probe.ts';
@@ -87,5 +87,19 @@ export function podWith(
       volumes,
       ...extra,
     },
+  };
+}
+
+/**
+ * The pod the validation tests check: one container and `volumes` as a client
+ * sends them, unchecked (the tests feed volumes the types would not allow).
+ */
+export function validationPod(container: V1Container, volumes: unknown[]): V1Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'p', namespace: 'default', uid: 'u' },
+    // Unchecked on purpose: validation is what checks them.
+    spec: { containers: [container], volumes: volumes as V1Volume[] },
   };
 }

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { validatePodVolumes } from '../../src/plugins/validation.ts';
+import { validationPod } from './harness.ts';
 
 type Volume = Record<string, unknown>;
 interface Case {
@@ -21,21 +22,14 @@ interface Case {
 }
 
 function podWith(c: Case): V1Pod {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: 'p', namespace: 'default', uid: 'u' },
-    spec: {
-      containers: [
-        {
-          name: 'test-container',
-          image: 'i',
-          volumeMounts: [{ name: String(c.volume.name ?? 'x'), mountPath: '/m', ...c.mount }],
-        },
-      ],
-      volumes: [c.volume] as never,
+  return validationPod(
+    {
+      name: 'test-container',
+      image: 'i',
+      volumeMounts: [{ name: String(c.volume.name ?? 'x'), mountPath: '/m', ...c.mount }],
     },
-  } as V1Pod;
+    [c.volume],
+  );
 }
 
 const emptyDir = (name: string, extra: Volume = {}) => ({ name, emptyDir: {}, ...extra });

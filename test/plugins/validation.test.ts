@@ -3,24 +3,18 @@ import { describe, test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { MAX_VOLUMES_PER_POD, usedVolumeNames, validatePodVolumes } from '../../src/plugins/validation.ts';
 import { must } from '../helpers/must.ts';
+import { validationPod } from './harness.ts';
 
 function pod(volumes: unknown[], mounts: { name: string; subPath?: string }[] = []): V1Pod {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: 'p', namespace: 'default', uid: 'u' },
-    spec: {
-      containers: [
-        {
-          name: 'c',
-          image: 'i',
-          resources: { limits: { cpu: '1' } },
-          volumeMounts: mounts.map((m) => ({ mountPath: `/m/${m.name}`, ...m })),
-        },
-      ],
-      volumes: volumes as never,
+  return validationPod(
+    {
+      name: 'c',
+      image: 'i',
+      resources: { limits: { cpu: '1' } },
+      volumeMounts: mounts.map((m) => ({ mountPath: `/m/${m.name}`, ...m })),
     },
-  } as V1Pod;
+    volumes,
+  );
 }
 
 /** The single problem expected for volume `key`, with every other volume fine. */

@@ -15,8 +15,15 @@ import {
   runContainer,
   startContainer,
 } from '../../helpers/crun.ts';
-import { mountsBelow, runtimeSocketOf, startPodvol, waitFor as waitForShort } from '../../helpers/daemon.ts';
+import {
+  daemonDirs,
+  mountsBelow,
+  runtimeSocketOf,
+  startPodvol,
+  waitFor as waitForShort,
+} from '../../helpers/daemon.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
+import { apiPod, kubeApiAccessVolume } from '../../helpers/pods.ts';
 import { runCli } from '../ops/cli.ts';
 
 /** The helper's waits, with a default fit for a machine busy with other test runs. */
@@ -64,11 +71,8 @@ async function mountsOf(socket: string, pod: string, container: string) {
   return JSON.parse(r.stdout) as { mounts: OciMount[]; supplementalGroups: number[]; uid: string };
 }
 
-const shopPod = (hostDir: string) => ({
-  metadata: { name: 'shop', namespace: 'default' },
-  spec: {
-    nodeName: 'testnode',
-    serviceAccountName: 'default',
+const shopPod = (hostDir: string) =>
+  apiPod('shop', 'testnode', {
     containers: [
       {
         name: 'app',
@@ -92,18 +96,7 @@ const shopPod = (hostDir: string) => ({
     volumes: [
       { name: 'cfg', configMap: { name: 'app-config', defaultMode: 0o644 } },
       { name: 'sec', secret: { secretName: 'creds', defaultMode: 0o400 } },
-      {
-        name: 'kube-api-access',
-        projected: {
-          defaultMode: 0o644,
-          sources: [
-            { serviceAccountToken: { path: 'token', expirationSeconds: 3607 } },
-            {
-              downwardAPI: { items: [{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }] },
-            },
-          ],
-        },
-      },
+      kubeApiAccessVolume(),
       {
         name: 'info',
         downwardAPI: {
@@ -114,9 +107,7 @@ const shopPod = (hostDir: string) => ({
       { name: 'shared', emptyDir: {} },
       { name: 'host', hostPath: { path: hostDir, type: 'Directory' } },
     ],
-  },
-  status: { phase: 'Running' },
-});
+  });
 
 crunTest(
   'crun: a container sees configMap, secret, token, downwardAPI, emptyDir, hostPath and subPaths as kubelet mounts them',
@@ -236,9 +227,7 @@ crunTest(
   'crun: subPath escapes (CVE-2017-1002101, CVE-2021-25741) fail with kubelet errors and expose nothing',
   async (t) => {
     const base = await tempDir(t);
-    const manifests = join(base, 'manifests');
-    await mkdir(manifests);
-    const root = join(base, 'root');
+    const { root, manifests } = await daemonDirs(base);
     const socket = runtimeSocketOf(root);
     const container = (name: string, subPath: string) => ({
       name,
@@ -349,9 +338,7 @@ crunTest(
   'crun: downwardAPI bytes and fsGroup ownership and modes, as the container (a non-root user in the fsGroup) sees them',
   async (t) => {
     const base = await tempDir(t);
-    const manifests = join(base, 'manifests');
-    await mkdir(manifests);
-    const root = join(base, 'root');
+    const { root, manifests } = await daemonDirs(base);
     const socket = runtimeSocketOf(root);
     await writeFile(
       join(manifests, 'owned.json'),

@@ -3,9 +3,6 @@
 // frozen, nothing but an event can end it early), and a volume that failed for
 // a reason retrying cannot cure ends it at once with 422 and the reasons.
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { mock, type TestContext, test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
@@ -15,12 +12,8 @@ import { runtimeStateOf } from '../../../src/agent/runtime/state.ts';
 import { TerminationGate } from '../../../src/agent/runtime/termination.ts';
 import type { RuntimeState } from '../../../src/agent/runtime/types.ts';
 import type { PodStatus, VolumeStatus } from '../../../src/agent/volumemanager/status.ts';
-import { VolumeManager } from '../../../src/agent/volumemanager/volume-manager.ts';
-import { FakeMounter } from '../../../src/mount/fake.ts';
-import { probeVolumePlugins } from '../../../src/plugins/index.ts';
-import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
 import { isPermanentVolumeReason, permanentVolumeReasons, volumeReasons } from '../../../src/reasons.ts';
-import { createVolumeHost } from '../../../src/volumehost/host.ts';
+import { harness } from '../volumemanager/harness.ts';
 
 /** A RuntimeState whose pod the test changes by hand, emitting change events as the volume manager does. */
 function fakeState() {
@@ -217,12 +210,6 @@ test('permanent reasons are catalogue reasons; claims, objects, drivers and path
 });
 
 test('with the real volume manager: the mount that completes the pod answers the wait; a bad medium fails it at once', async (t) => {
-  const root = await mkdtemp(join(tmpdir(), 'podvol-wait-'));
-  t.after(() => rm(root, { recursive: true, force: true }));
-  const mounter = new FakeMounter();
-  const pluginMgr = new VolumePluginMgr();
-  const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
-  pluginMgr.initPlugins(probeVolumePlugins(), host);
   const pod = (uid: string, medium?: string): V1Pod => ({
     metadata: { name: uid, namespace: 'default', uid },
     spec: {
@@ -230,17 +217,8 @@ test('with the real volume manager: the mount that completes the pod answers the
       volumes: [{ name: 'data', emptyDir: medium ? { medium } : {} }],
     },
   });
-  const pods = [pod('good'), pod('bad', 'Sideways')];
-  const vm = new VolumeManager({
-    rootDir: root,
-    host,
-    pluginMgr,
-    mounter,
-    logger: pino({ level: 'silent' }),
-    pods: () => pods,
-    sourcesReady: () => true,
-  });
-  await vm.reconstruct();
+  const { root, vm, pluginMgr, setReady } = await harness(t, [pod('good'), pod('bad', 'Sideways')]);
+  setReady(true);
   const gate = new TerminationGate({ rootDir: root, logger: pino({ level: 'silent' }) });
   await gate.load();
   const o = opts(runtimeStateOf(vm, pluginMgr, gate));

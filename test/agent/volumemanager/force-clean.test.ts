@@ -6,13 +6,8 @@ import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { pino } from 'pino';
 import { createMetrics } from '../../../src/agent/metrics.ts';
-import { VolumeManager } from '../../../src/agent/volumemanager/volume-manager.ts';
-import { FakeMounter } from '../../../src/mount/fake.ts';
-import { probeVolumePlugins } from '../../../src/plugins/index.ts';
-import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
-import { createVolumeHost } from '../../../src/volumehost/host.ts';
+import { harness } from './harness.ts';
 
 test('a volume that failed reconstruction is force-cleaned once sources are ready, and counted', async (t) => {
   const root = await mkdtemp(join(tmpdir(), 'podvol-force-'));
@@ -20,35 +15,20 @@ test('a volume that failed reconstruction is force-cleaned once sources are read
   const orphan = join(root, 'pods/gone-1/volumes/example.com~retired/data');
   await mkdir(orphan, { recursive: true });
   await mkdir(join(root, 'podvol/pods/gone-1'), { recursive: true }); // podvol made it (records.ts ownership)
-  const mounter = new FakeMounter();
-  const pluginMgr = new VolumePluginMgr();
-  const host = createVolumeHost({ rootDir: root, nodeName: 'n', mounter, pluginMgr });
-  pluginMgr.initPlugins(probeVolumePlugins(), host);
   const metrics = createMetrics({
     version: 't',
     volumeCounts: () => [],
     volumeStates: () => [],
     podSources: () => [],
   });
-  let ready = false;
-  const vm = new VolumeManager({
-    rootDir: root,
-    host,
-    pluginMgr,
-    mounter,
-    metrics,
-    logger: pino({ level: 'silent' }),
-    pods: () => [],
-    sourcesReady: () => ready,
-  });
-  await vm.reconstruct();
+  const { vm, mounter, setReady } = await harness(t, [], { root, metrics });
   const counter = async (name: string) =>
     (await metrics.registry.getSingleMetric(name)?.get())?.values[0]?.value ?? 0;
   assert.equal(await counter('reconstruct_volume_operations_errors_total'), 1);
 
   await vm.reconcileOnce();
   assert.equal(mounter.callsOf('cleanupMountPoint').length, 0, 'nothing before the sources have synced');
-  ready = true;
+  setReady(true);
   await vm.reconcileOnce();
   await vm.reconcileOnce();
   assert.deepEqual(

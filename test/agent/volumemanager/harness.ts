@@ -37,7 +37,7 @@ export async function harness(
   opts: Partial<
     Pick<
       VolumeManagerOptions,
-      'now' | 'settlePeriodMs' | 'loopPeriodMs' | 'housekeepingPeriodMs' | 'volumeStatsPeriodMs'
+      'now' | 'settlePeriodMs' | 'loopPeriodMs' | 'housekeepingPeriodMs' | 'volumeStatsPeriodMs' | 'metrics'
     >
   > & { root?: string } = {},
 ) {
@@ -69,6 +69,7 @@ export async function harness(
     loopPeriodMs: opts.loopPeriodMs,
     housekeepingPeriodMs: opts.housekeepingPeriodMs,
     volumeStatsPeriodMs: opts.volumeStatsPeriodMs,
+    metrics: opts.metrics,
   });
   await vm.reconstruct();
   const settle = async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
-import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { describe, type TestContext, test } from 'node:test';
+import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { ApiPodSource } from '../../../src/agent/pods/api-source.ts';
 import { loadKubeConfig } from '../../../src/volumehost/kube/config.ts';
 import { at, must } from '../../helpers/must.ts';
@@ -8,6 +8,17 @@ import { kubeEnv, waitFor } from './env.ts';
 
 function pod(ns: string, name: string, nodeName?: string): V1Pod {
   return { metadata: { name, namespace: ns }, spec: { nodeName, containers: [{ name: 'c', image: 'i' }] } };
+}
+
+/** The source of node1's pods, stopped when the test ends. */
+function podSource(t: TestContext, kc: KubeConfig): ApiPodSource {
+  const source = new ApiPodSource({
+    kubeConfig: kc,
+    nodeName: 'node1',
+    backoff: { initialMs: 20, maxMs: 100 },
+  });
+  t.after(() => source.stop());
+  return source;
 }
 
 const listed = (s: ApiPodSource) =>
@@ -22,12 +33,7 @@ describe('API pod source', () => {
     const core = kc.makeApiClient(CoreV1Api);
     await core.createNamespacedPod({ namespace: 'a', body: pod('a', 'mine', 'node1') });
     await core.createNamespacedPod({ namespace: 'a', body: pod('a', 'theirs', 'node2') });
-    const source = new ApiPodSource({
-      kubeConfig: kc,
-      nodeName: 'node1',
-      backoff: { initialMs: 20, maxMs: 100 },
-    });
-    t.after(() => source.stop());
+    const source = podSource(t, kc);
     let changes = 0;
     source.onChange(() => changes++);
     assert.equal(source.name, 'api');
@@ -55,8 +61,7 @@ describe('API pod source', () => {
     const { kc } = await kubeEnv(t);
     const core = kc.makeApiClient(CoreV1Api);
     await core.createNamespacedPod({ namespace: 'a', body: pod('a', 'p', 'node1') });
-    const source = new ApiPodSource({ kubeConfig: kc, nodeName: 'node1' });
-    t.after(() => source.stop());
+    const source = podSource(t, kc);
     await source.start();
     await core.deleteNamespacedPod({ namespace: 'a', name: 'p', gracePeriodSeconds: 30 });
     await waitFor('the deletionTimestamp', () => !!source.pods()[0]?.metadata?.deletionTimestamp);
@@ -70,8 +75,7 @@ describe('API pod source', () => {
     await core.createNamespacedPod({ namespace: 'a', body: pod('a', 'job', 'node1') });
     await core.createNamespacedPod({ namespace: 'a', body: pod('a', 'crash', 'node1') });
     await core.createNamespacedPod({ namespace: 'a', body: pod('a', 'web', 'node1') });
-    const source = new ApiPodSource({ kubeConfig: kc, nodeName: 'node1' });
-    t.after(() => source.stop());
+    const source = podSource(t, kc);
     await source.start();
     assert.equal(source.pods().length, 3);
     for (const [name, phase] of [
@@ -91,12 +95,7 @@ describe('API pod source', () => {
     const { api, kc } = await kubeEnv(t);
     const core = kc.makeApiClient(CoreV1Api);
     const first = await core.createNamespacedPod({ namespace: 'a', body: pod('a', 'sts-0', 'node1') });
-    const source = new ApiPodSource({
-      kubeConfig: kc,
-      nodeName: 'node1',
-      backoff: { initialMs: 20, maxMs: 100 },
-    });
-    t.after(() => source.stop());
+    const source = podSource(t, kc);
     await source.start();
 
     await core.deleteNamespacedPod({ namespace: 'a', name: 'sts-0', gracePeriodSeconds: 0 });
@@ -118,12 +117,7 @@ describe('API pod source', () => {
   test('hasSynced stays false and errors() explains until a list succeeds', async (t) => {
     const { api, dir } = await kubeEnv(t);
     const kc = loadKubeConfig({ kubeconfig: await api.kubeconfigPath(dir, { token: 'wrong' }) });
-    const source = new ApiPodSource({
-      kubeConfig: kc,
-      nodeName: 'node1',
-      backoff: { initialMs: 20, maxMs: 100 },
-    });
-    t.after(() => source.stop());
+    const source = podSource(t, kc);
     await source.start();
     assert.equal(source.hasSynced(), false);
     const err = at(source.errors(), 0);
