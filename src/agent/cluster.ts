@@ -126,15 +126,22 @@ function adaptApiSource(source: ApiPodSource, nodeKnown: () => boolean, clock: C
 export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   const kubeConfig = loadKubeConfig({ kubeconfig: o.kubeconfig });
   const logger = o.logger.child({ component: 'cluster' });
-  const tuning = { kubeConfig, logger, watchTimeoutSeconds: o.watchTimeoutSeconds, backoff: o.backoff };
   const clock = o.clock ?? systemClock();
-  const pods = new ApiPodSource({ ...tuning, nodeName: o.nodeName, clock });
+  // Every informer and API client of the cluster runs on the one clock.
+  const tuning = {
+    kubeConfig,
+    logger,
+    watchTimeoutSeconds: o.watchTimeoutSeconds,
+    backoff: o.backoff,
+    clock,
+  };
+  const pods = new ApiPodSource({ ...tuning, nodeName: o.nodeName });
   const csiDrivers = new CSIDriverInformer(tuning);
   const node = new NodeInfo({ ...tuning, nodeName: o.nodeName });
   const secrets = newSecretCache(tuning);
   const configMaps = newConfigMapCache(tuning);
   const claims = new ClaimWatches(tuning);
-  const tokens = createTokenManager({ kubeConfig, logger });
+  const tokens = createTokenManager({ kubeConfig, logger, clock });
   const trustBundles = createTrustBundleManager(tuning);
   const events = createEventBroadcaster({
     kubeConfig,
@@ -142,6 +149,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
     host: o.nodeName,
     instance: hostname(),
     logger,
+    clock,
   });
   logger.info(
     { server: kubeConfig.getCurrentCluster()?.server, node: o.nodeName },

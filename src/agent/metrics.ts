@@ -3,20 +3,16 @@
 // never a label per pod UID or path.
 import type { Registry } from 'prom-client';
 import client from 'prom-client';
+import type { VolumeStatsSummary } from '../plugins/csi/csi-plugin.ts';
 import type { VolumeManagerMetrics } from './volumemanager/context.ts';
 
 /** kubelet's storage operation buckets (pkg/volume/util/metrics.go). */
 export const storageBuckets = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600];
 
-export interface VolumeStatsSample {
+/** A claim's volume statistics (what NodeGetVolumeStats reported), labelled with the claim. */
+export interface VolumeStatsSample extends VolumeStatsSummary {
   namespace: string;
   persistentvolumeclaim: string;
-  capacityBytes: number;
-  availableBytes: number;
-  usedBytes: number;
-  inodes: number;
-  inodesFree: number;
-  inodesUsed: number;
 }
 
 export interface MetricsSources {
@@ -80,26 +76,24 @@ export function createMetrics(src: MetricsSources): Metrics {
       }
     },
   });
-  const reconstructTotal = new client.Counter({
-    name: 'reconstruct_volume_operations_total',
-    help: 'The number of volumes that were attempted to be reconstructed from the operating system during kubelet startup. This includes both successful and failed reconstruction.',
-    registers,
-  });
-  const reconstructErrors = new client.Counter({
-    name: 'reconstruct_volume_operations_errors_total',
-    help: 'The number of volumes that failed reconstruction from the operating system during kubelet startup.',
-    registers,
-  });
-  const forceCleaned = new client.Counter({
-    name: 'force_cleaned_failed_volume_operations_total',
-    help: 'The number of volumes that were force cleaned after their reconstruction failed during kubelet startup. This includes both successful and failed cleanups.',
-    registers,
-  });
-  const forceCleanErrors = new client.Counter({
-    name: 'force_cleaned_failed_volume_operation_errors_total',
-    help: 'The number of volumes that failed force cleanup after their reconstruction failed during kubelet startup.',
-    registers,
-  });
+  // kubelet's reconstruction counters: its names and help texts, word for word.
+  const counter = (name: string, help: string) => new client.Counter({ name, help, registers });
+  const reconstructTotal = counter(
+    'reconstruct_volume_operations_total',
+    'The number of volumes that were attempted to be reconstructed from the operating system during kubelet startup. This includes both successful and failed reconstruction.',
+  );
+  const reconstructErrors = counter(
+    'reconstruct_volume_operations_errors_total',
+    'The number of volumes that failed reconstruction from the operating system during kubelet startup.',
+  );
+  const forceCleaned = counter(
+    'force_cleaned_failed_volume_operations_total',
+    'The number of volumes that were force cleaned after their reconstruction failed during kubelet startup. This includes both successful and failed cleanups.',
+  );
+  const forceCleanErrors = counter(
+    'force_cleaned_failed_volume_operation_errors_total',
+    'The number of volumes that failed force cleanup after their reconstruction failed during kubelet startup.',
+  );
   const reconcileDuration = new client.Histogram({
     name: 'podvol_reconcile_duration_seconds',
     help: 'Duration of one reconciler pass',

@@ -9,6 +9,7 @@
 import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
+import { type Clock, systemClock } from '../../clock.ts';
 import { errorMessage, fieldOf } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import { podVolumeRecordsDir, podVolumeRecordsRoot } from '../../volumehost/paths.ts';
@@ -43,15 +44,15 @@ const runtimeFile = (root: string, uid: string) => join(podVolumeRecordsDir(root
 export class TerminationGate {
   readonly #root: string;
   readonly #log: Logger;
-  readonly #now: () => number;
+  readonly #clock: Clock;
   readonly #entries = new Map<string, Entry>();
   /** UIDs desired in the last filter(): a UID missing from the next one has gone. */
   #desired = new Set<string>();
 
-  constructor(o: { rootDir: string; logger: Logger; now?: () => number }) {
+  constructor(o: { rootDir: string; logger: Logger; clock?: Clock }) {
     this.#root = o.rootDir;
     this.#log = o.logger.child({ component: 'termination' });
-    this.#now = o.now ?? Date.now;
+    this.#clock = o.clock ?? systemClock();
   }
 
   /** Reads what a previous process remembered. Call before the first filter(). */
@@ -101,7 +102,7 @@ export class TerminationGate {
     const prev = this.#entries.get(uid);
     const e: Entry = {
       version: 1,
-      handedOff: prev?.handedOff ?? this.#now(),
+      handedOff: prev?.handedOff ?? this.#clock.now(),
       source: isStatic(pod) ? 'file' : 'api',
       graceSeconds: pod.spec?.terminationGracePeriodSeconds ?? DEFAULT_TERMINATION_GRACE_SECONDS,
     };
@@ -119,7 +120,7 @@ export class TerminationGate {
   async markTerminated(uid: string, known: boolean): Promise<boolean> {
     const prev = this.#entries.get(uid);
     if (!prev && !known) return false;
-    await this.#save(uid, { ...(prev ?? { version: 1 }), terminated: this.#now() });
+    await this.#save(uid, { ...(prev ?? { version: 1 }), terminated: this.#clock.now() });
     this.#log.info({ podUID: uid }, 'runtime reported the pod terminated');
     return true;
   }
@@ -131,7 +132,7 @@ export class TerminationGate {
    * (`synced` false keeps every remembered pod held).
    */
   filter(pods: V1Pod[], synced: boolean): V1Pod[] {
-    const now = this.#now();
+    const now = this.#clock.now();
     const out: V1Pod[] = [];
     const desired = new Set<string>();
     for (const pod of pods) {
@@ -182,7 +183,7 @@ export class TerminationGate {
   held(uid: string): Terminating | undefined {
     const e = this.#entries.get(uid);
     if (!e?.handedOff || e.terminated || e.deadline === undefined || e.since === undefined) return undefined;
-    const left = e.deadline - this.#now();
+    const left = e.deadline - this.#clock.now();
     if (left <= 0) return undefined;
     return {
       since: new Date(e.since).toISOString(),

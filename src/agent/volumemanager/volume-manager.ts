@@ -5,6 +5,7 @@
 // before the pod sources have synced; stopping unmounts nothing. The parts live
 // in their own files under kubelet's names; this one wires them and runs the loop.
 import type { V1Pod } from '@kubernetes/client-node';
+import { type Clock, systemClock } from '../../clock.ts';
 import { errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import type * as mount from '../../mount/types.ts';
@@ -38,7 +39,8 @@ export interface VolumeManagerOptions {
   housekeepingPeriodMs?: number;
   /** kubelet's syncFrequency: how often remount-requiring volumes (tokens, downwardAPI...) are refreshed. */
   resyncPeriodMs?: number;
-  now?: () => number;
+  /** Time for backoff, ages, the settle guard and housekeeping periods (default the system's). */
+  clock?: Clock;
   /** PersistentVolumeClaims and PersistentVolumes (cluster mode). */
   claims?: ClaimLookup;
   /**
@@ -68,7 +70,9 @@ const noMetrics: VolumeManagerMetrics = {
 };
 
 export class VolumeManager {
-  readonly dsw = new DesiredStateOfWorld();
+  readonly dsw: DesiredStateOfWorld;
+  /** The clock's time (ms since the epoch), for the parts that need only that. */
+  readonly #now: () => number;
   readonly asw = new ActualStateOfWorld(() => this.#notify());
   readonly executor: OperationExecutor;
   /** Compares desired and mounted specs; caches each spec's canonical JSON for this manager's state. */
@@ -110,20 +114,21 @@ export class VolumeManager {
   #failedReconstruction: FailedReconstruction[] = [];
 
   constructor(opts: VolumeManagerOptions) {
+    // An option passed as undefined keeps its default.
     this.#o = {
-      loopPeriodMs: 100,
-      housekeepingPeriodMs: 2000,
-      resyncPeriodMs: 60_000,
-      settlePeriodMs: 30_000,
-      maxConcurrentOperations: defaultMaxConcurrentOperations(),
-      now: Date.now,
-      metrics: noMetrics,
-      // An option passed as undefined keeps its default.
-      ...(Object.fromEntries(
-        Object.entries(opts).filter(([, v]) => v !== undefined),
-      ) as VolumeManagerOptions),
+      ...opts,
+      loopPeriodMs: opts.loopPeriodMs ?? 100,
+      housekeepingPeriodMs: opts.housekeepingPeriodMs ?? 2000,
+      resyncPeriodMs: opts.resyncPeriodMs ?? 60_000,
+      settlePeriodMs: opts.settlePeriodMs ?? 30_000,
+      maxConcurrentOperations: opts.maxConcurrentOperations ?? defaultMaxConcurrentOperations(),
+      clock: opts.clock ?? systemClock(),
+      metrics: opts.metrics ?? noMetrics,
     };
-    this.executor = new OperationExecutor(this.#o.now, this.#o.maxConcurrentOperations, (name, ok) => {
+    const clock = this.#o.clock;
+    this.#now = () => clock.now();
+    this.dsw = new DesiredStateOfWorld(this.#now);
+    this.executor = new OperationExecutor(this.#now, this.#o.maxConcurrentOperations, (name, ok) => {
       this.#notify();
       if (ok && name === 'volume_unmount') this.#housekeepingDue = true;
       // A pool slot is free: the volumes waiting for one start now.
@@ -144,12 +149,12 @@ export class VolumeManager {
       heldPod: this.#o.heldPod,
       cleanSubPaths: this.#o.cleanSubPaths,
     };
-    this.stats = new EmptyDirStats(this.#ctx, { periodMs: this.#o.volumeStatsPeriodMs, now: this.#o.now });
-    this.#settle = new SettleGuard({ settleMs: this.#o.settlePeriodMs, now: this.#o.now, logger });
+    this.stats = new EmptyDirStats(this.#ctx, { periodMs: this.#o.volumeStatsPeriodMs, now: this.#now });
+    this.#settle = new SettleGuard({ settleMs: this.#o.settlePeriodMs, now: this.#now, logger });
     this.#populator = new DesiredStateOfWorldPopulator(this.#ctx, {
       pods: this.#o.pods,
       resyncPeriodMs: this.#o.resyncPeriodMs,
-      now: this.#o.now,
+      now: this.#now,
       claims: this.#o.claims,
     });
   }
@@ -246,7 +251,7 @@ export class VolumeManager {
   }
 
   isAlive(): boolean {
-    return this.#lastTick === 0 || this.#o.now() - this.#lastTick < 30_000;
+    return this.#lastTick === 0 || this.#now() - this.#lastTick < 30_000;
   }
 
   isReady(): boolean {
@@ -302,7 +307,7 @@ export class VolumeManager {
     this.#ticking = true;
     const started = performance.now();
     try {
-      this.#lastTick = this.#o.now();
+      this.#lastTick = this.#now();
       if (this.#populator.populate()) this.#notify();
       const ready = this.#o.sourcesReady();
       if (ready) this.#populated = true;
@@ -319,9 +324,9 @@ export class VolumeManager {
       this.stats.tick();
       const held = this.#settle.hold() !== undefined;
       const due =
-        this.#housekeepingDue || this.#o.now() - this.#lastHousekeeping >= this.#o.housekeepingPeriodMs;
+        this.#housekeepingDue || this.#now() - this.#lastHousekeeping >= this.#o.housekeepingPeriodMs;
       if (ready && !held && due) {
-        this.#lastHousekeeping = this.#o.now();
+        this.#lastHousekeeping = this.#now();
         this.#housekeepingDue = false;
         await cleanupOrphanedPodDirs(this.#ctx, this.#housekeepingErrors);
         await this.#o

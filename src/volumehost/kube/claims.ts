@@ -3,23 +3,12 @@
 // as secrets and configMaps are: a claim is watched while a pod refers to it,
 // and the volume a watched claim is bound to is watched while the claim is.
 // Lookups are synchronous snapshots; onChange says when to look again.
-import {
-  CoreV1Api,
-  type KubeConfig,
-  type V1PersistentVolume,
-  type V1PersistentVolumeClaim,
-} from '@kubernetes/client-node';
+import { CoreV1Api, type V1PersistentVolume, type V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { ClaimLookup, Peek } from '../../agent/volumemanager/claims.ts';
-import type { Logger } from '../../logger.ts';
-import { type ListOptions, Reflector } from './reflector.ts';
+import { type InformerOptions, informerTuning, type ListOptions, Reflector } from './reflector.ts';
 import type { KubeObject } from './store.ts';
 
-export interface ClaimWatchOptions {
-  kubeConfig: KubeConfig;
-  logger?: Logger;
-  watchTimeoutSeconds?: number;
-  backoff?: { initialMs?: number; maxMs?: number };
-}
+export type ClaimWatchOptions = InformerOptions;
 
 interface Watched<T extends KubeObject> {
   owners: Set<string>;
@@ -59,15 +48,12 @@ export class ClaimWatches implements ClaimLookup {
       return;
     }
     const reflector = new Reflector<V1PersistentVolumeClaim>({
+      ...informerTuning(this.#o),
       name: `persistentvolumeclaim ${key}`,
-      kubeConfig: this.#o.kubeConfig,
       watchPath: `/api/v1/namespaces/${encodeURIComponent(namespace)}/persistentvolumeclaims`,
       list: (opts: ListOptions) => this.#core.listNamespacedPersistentVolumeClaim({ namespace, ...opts }),
       fieldSelector: `metadata.name=${name}`,
       keyOf: (o) => o.metadata?.name ?? '',
-      watchTimeoutSeconds: this.#o.watchTimeoutSeconds,
-      backoff: this.#o.backoff,
-      logger: this.#o.logger,
     });
     const changed = () => {
       this.#followBinding(key, reflector.get(name)?.spec?.volumeName);
@@ -109,15 +95,12 @@ export class ClaimWatches implements ClaimLookup {
       return;
     }
     const reflector = new Reflector<V1PersistentVolume>({
+      ...informerTuning(this.#o),
       name: `persistentvolume ${name}`,
-      kubeConfig: this.#o.kubeConfig,
       watchPath: '/api/v1/persistentvolumes',
       list: (opts: ListOptions) => this.#core.listPersistentVolume(opts),
       fieldSelector: `metadata.name=${name}`,
       keyOf: (o) => o.metadata?.name ?? '',
-      watchTimeoutSeconds: this.#o.watchTimeoutSeconds,
-      backoff: this.#o.backoff,
-      logger: this.#o.logger,
     });
     const off = reflector.onChange(() => this.#emit());
     this.#volumes.set(name, { owners: new Set([owner]), reflector, off });

@@ -2,47 +2,28 @@
 // manager and the CSI plugin reads podInfoOnMount, tokenRequests,
 // fsGroupPolicy, ... from its lister.
 
-import { type KubeConfig, StorageV1Api, type V1CSIDriver } from '@kubernetes/client-node';
-import type { Logger } from '../../logger.ts';
+import { StorageV1Api, type V1CSIDriver } from '@kubernetes/client-node';
 import type { CSIDriverLister } from '../types.ts';
-import { Reflector } from './reflector.ts';
+import { type InformerOptions, informerTuning, Reflector, ReflectorInformer } from './reflector.ts';
 
-export interface CSIDriverInformerOptions {
-  kubeConfig: KubeConfig;
-  logger?: Logger;
-  watchTimeoutSeconds?: number;
-  watchdogGraceMs?: number;
-  backoff?: { initialMs?: number; maxMs?: number };
-}
+export type CSIDriverInformerOptions = InformerOptions;
 
-export class CSIDriverInformer implements CSIDriverLister {
-  /** The reflector, for metrics (lastSyncTime, watchRestarts, lastError). */
-  readonly reflector: Reflector<V1CSIDriver>;
+export class CSIDriverInformer extends ReflectorInformer<V1CSIDriver> implements CSIDriverLister {
   readonly lister: CSIDriverLister;
 
   constructor(opts: CSIDriverInformerOptions) {
     const storage = opts.kubeConfig.makeApiClient(StorageV1Api);
-    this.reflector = new Reflector<V1CSIDriver>({
-      name: 'csidrivers',
-      kubeConfig: opts.kubeConfig,
-      watchPath: '/apis/storage.k8s.io/v1/csidrivers',
-      list: (o) => storage.listCSIDriver(o),
-      // CSIDrivers are looked up by driver name, which is the object name.
-      keyOf: (d) => d.metadata?.name ?? '',
-      watchTimeoutSeconds: opts.watchTimeoutSeconds,
-      watchdogGraceMs: opts.watchdogGraceMs,
-      backoff: opts.backoff,
-      logger: opts.logger,
-    });
+    super(
+      new Reflector<V1CSIDriver>({
+        ...informerTuning(opts),
+        name: 'csidrivers',
+        watchPath: '/apis/storage.k8s.io/v1/csidrivers',
+        list: (o) => storage.listCSIDriver(o),
+        // CSIDrivers are looked up by driver name, which is the object name.
+        keyOf: (d) => d.metadata?.name ?? '',
+      }),
+    );
     this.lister = { get: (name) => this.get(name), list: () => this.list() };
-  }
-
-  start(): Promise<void> {
-    return this.reflector.start();
-  }
-
-  stop(): Promise<void> {
-    return this.reflector.stop();
   }
 
   get(name: string): V1CSIDriver | undefined {
@@ -51,10 +32,6 @@ export class CSIDriverInformer implements CSIDriverLister {
 
   list(): V1CSIDriver[] {
     return this.reflector.list();
-  }
-
-  hasSynced(): boolean {
-    return this.reflector.hasSynced();
   }
 
   /** Resolves once synced; rejects with kubelet's message if `timeoutMs` (default 30 s) passes first. */

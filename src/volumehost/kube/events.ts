@@ -13,6 +13,7 @@ import {
   type V1ObjectReference,
   type V1Pod,
 } from '@kubernetes/client-node';
+import { type Clock, systemClock } from '../../clock.ts';
 import { errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import type { EventRecorder } from '../types.ts';
@@ -38,14 +39,13 @@ export interface EventBroadcasterOptions {
   /** reportingInstance; client-go uses the host, which is the default here. */
   instance?: string;
   logger?: Logger;
-  /** Wall clock in ms since the epoch. */
-  now?: () => number;
+  /** Time, the first retry pause's jitter and the pauses' timers (default the system's). */
+  clock?: Clock;
   /** client-go's retry of a post that did not reach the server; tests shorten it. */
   retry?: {
     maxTries?: number;
     sleepMs?: number;
     sleep?: (ms: number) => Promise<void>;
-    random?: () => number;
   };
 }
 
@@ -254,7 +254,8 @@ function podReference(pod: V1Pod): V1ObjectReference {
 }
 
 export function createEventBroadcaster(opts: EventBroadcasterOptions): EventBroadcaster {
-  const now = opts.now ?? Date.now;
+  const clock = opts.clock ?? systemClock();
+  const now = () => clock.now();
   const logger = opts.logger;
   const core = opts.kubeConfig.makeApiClient(CoreV1Api);
   const source = { component: opts.component, host: opts.host };
@@ -279,7 +280,6 @@ export function createEventBroadcaster(opts: EventBroadcasterOptions): EventBroa
 
   const maxTries = opts.retry?.maxTries ?? MAX_TRIES_PER_EVENT;
   const sleepMs = opts.retry?.sleepMs ?? RETRY_SLEEP_MS;
-  const random = opts.retry?.random ?? Math.random;
   // Stopping cuts a pause short, so a dead API server cannot hold up shutdown for two minutes.
   let wake: (() => void) | undefined;
   const sleep =
@@ -287,9 +287,9 @@ export function createEventBroadcaster(opts: EventBroadcasterOptions): EventBroa
     ((ms: number) =>
       new Promise<void>((resolve) => {
         if (stopped) return resolve();
-        const timer = setTimeout(resolve, ms);
+        const timer = clock.after(ms, resolve);
         wake = () => {
-          clearTimeout(timer);
+          timer.cancel();
           resolve();
         };
       }));
@@ -351,7 +351,7 @@ export function createEventBroadcaster(opts: EventBroadcasterOptions): EventBroa
         logger?.warn(describe(result.event), 'Unable to write event (stopping, dropped)');
         return;
       }
-      await sleep(tries === 1 ? sleepMs * random() : sleepMs);
+      await sleep(tries === 1 ? sleepMs * clock.random() : sleepMs);
     }
   };
 

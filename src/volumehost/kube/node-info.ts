@@ -3,17 +3,11 @@
 // and the volumes the attach/detach controller reports as attached.
 
 import { isIP, isIPv6 } from 'node:net';
-import { CoreV1Api, type KubeConfig, type V1Node, type V1NodeAddress } from '@kubernetes/client-node';
-import type { Logger } from '../../logger.ts';
-import { Reflector } from './reflector.ts';
+import { CoreV1Api, type V1Node, type V1NodeAddress } from '@kubernetes/client-node';
+import { type InformerOptions, informerTuning, Reflector, ReflectorInformer } from './reflector.ts';
 
-export interface NodeInfoOptions {
-  kubeConfig: KubeConfig;
+export interface NodeInfoOptions extends InformerOptions {
   nodeName: string;
-  logger?: Logger;
-  watchTimeoutSeconds?: number;
-  watchdogGraceMs?: number;
-  backoff?: { initialMs?: number; maxMs?: number };
 }
 
 /** What the volume host needs from the node. */
@@ -53,47 +47,27 @@ export function attachedVolumes(node: V1Node): Map<string, string> {
   return new Map((node.status?.volumesAttached ?? []).map((v) => [v.name, v.devicePath]));
 }
 
-export class NodeInfo {
+export class NodeInfo extends ReflectorInformer<V1Node> {
   readonly nodeName: string;
-  /** The reflector, for metrics (lastSyncTime, watchRestarts, lastError). */
-  readonly reflector: Reflector<V1Node>;
 
   constructor(opts: NodeInfoOptions) {
     if (!opts.nodeName) throw new Error('node info: a node name is required');
-    this.nodeName = opts.nodeName;
     const core = opts.kubeConfig.makeApiClient(CoreV1Api);
-    this.reflector = new Reflector<V1Node>({
-      name: `node ${opts.nodeName}`,
-      kubeConfig: opts.kubeConfig,
-      watchPath: '/api/v1/nodes',
-      list: (o) => core.listNode(o),
-      fieldSelector: `metadata.name=${opts.nodeName}`,
-      keyOf: (n) => n.metadata?.name ?? '',
-      watchTimeoutSeconds: opts.watchTimeoutSeconds,
-      watchdogGraceMs: opts.watchdogGraceMs,
-      backoff: opts.backoff,
-      logger: opts.logger,
-    });
-  }
-
-  start(): Promise<void> {
-    return this.reflector.start();
-  }
-
-  stop(): Promise<void> {
-    return this.reflector.stop();
-  }
-
-  hasSynced(): boolean {
-    return this.reflector.hasSynced();
+    super(
+      new Reflector<V1Node>({
+        ...informerTuning(opts),
+        name: `node ${opts.nodeName}`,
+        watchPath: '/api/v1/nodes',
+        list: (o) => core.listNode(o),
+        fieldSelector: `metadata.name=${opts.nodeName}`,
+        keyOf: (n) => n.metadata?.name ?? '',
+      }),
+    );
+    this.nodeName = opts.nodeName;
   }
 
   waitForSync(timeoutMs: number): Promise<boolean> {
     return this.reflector.waitForSync(timeoutMs);
-  }
-
-  onChange(listener: () => void): () => void {
-    return this.reflector.onChange(listener);
   }
 
   /** The node object, or undefined before sync or while it does not exist. */

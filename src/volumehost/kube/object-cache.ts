@@ -4,24 +4,24 @@
 // reference-counted by the pods that use it and dropped with the last one.
 // Immutable objects stop being watched once seen, as in kubelet.
 
-import { CoreV1Api, type KubeConfig, type V1ConfigMap, type V1Secret } from '@kubernetes/client-node';
-import type { Logger } from '../../logger.ts';
+import { CoreV1Api, type V1ConfigMap, type V1Secret } from '@kubernetes/client-node';
 import { ApiError } from '../errors.ts';
-import { type KubeList, type ListOptions, Reflector } from './reflector.ts';
+import {
+  type InformerOptions,
+  informerTuning,
+  type KubeList,
+  type ListOptions,
+  Reflector,
+} from './reflector.ts';
 import type { KubeObject } from './store.ts';
 
 interface Cacheable extends KubeObject {
   immutable?: boolean;
 }
 
-export interface ObjectCacheOptions {
-  kubeConfig: KubeConfig;
-  logger?: Logger;
+export interface ObjectCacheOptions extends InformerOptions {
   /** How long get() waits for a freshly registered object's first list (kubelet: 1 s). */
   syncTimeoutMs?: number;
-  watchTimeoutSeconds?: number;
-  watchdogGraceMs?: number;
-  backoff?: { initialMs?: number; maxMs?: number };
 }
 
 interface Entry<T extends KubeObject> {
@@ -132,17 +132,13 @@ export class ObjectCache<T extends Cacheable> {
     const plural = this.kind === 'secret' ? 'secrets' : 'configmaps';
     const list = (o: ListOptions) => this.listNamespaced(this.core, namespace, o);
     return new Reflector<T>({
+      ...informerTuning(this.opts),
       name: `${this.kind} ${namespace}/${name}`,
-      kubeConfig: this.opts.kubeConfig,
       watchPath: `/api/v1/namespaces/${encodeURIComponent(namespace)}/${plural}`,
       list,
       fieldSelector,
       // One object per reflector; key by name so get(name) is direct.
       keyOf: (o) => o.metadata?.name ?? '',
-      watchTimeoutSeconds: this.opts.watchTimeoutSeconds,
-      watchdogGraceMs: this.opts.watchdogGraceMs,
-      backoff: this.opts.backoff,
-      logger: this.opts.logger,
     });
   }
 }

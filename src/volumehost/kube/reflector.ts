@@ -55,6 +55,33 @@ export interface ReflectorOptions<T extends KubeObject> {
   clock?: Clock;
 }
 
+/**
+ * What every watch-backed informer (pods, node, CSIDrivers, claims, secrets,
+ * configMaps, trust bundles) takes and hands its reflectors: the API, the log,
+ * the watch tuning and the clock.
+ */
+export interface InformerOptions {
+  kubeConfig: KubeConfig;
+  logger?: Logger;
+  watchTimeoutSeconds?: number;
+  watchdogGraceMs?: number;
+  backoff?: { initialMs?: number; maxMs?: number };
+  /** Time, timers and jitter for the reflectors (default the system's). */
+  clock?: Clock;
+}
+
+/** The InformerOptions of `o` (an informer's options carry more), to spread into ReflectorOptions. */
+export function informerTuning(o: InformerOptions): InformerOptions {
+  return {
+    kubeConfig: o.kubeConfig,
+    logger: o.logger,
+    watchTimeoutSeconds: o.watchTimeoutSeconds,
+    watchdogGraceMs: o.watchdogGraceMs,
+    backoff: o.backoff,
+    clock: o.clock,
+  };
+}
+
 /** How long a watch must have lived (or delivered events) for a clean close to not count as a failure. */
 const HEALTHY_WATCH_MS = 1000;
 
@@ -392,5 +419,34 @@ export class Reflector<T extends KubeObject> {
         this.opts.logger?.warn({ resource: this.opts.name, err }, 'reflector change listener threw');
       }
     }
+  }
+}
+
+/**
+ * An informer whose lifecycle is its reflector's (the API pod source, node
+ * info, the CSIDriver informer): start, stop, synced and change notices.
+ */
+export class ReflectorInformer<T extends KubeObject> {
+  /** The reflector, for metrics (lastSyncTime, watchRestarts, lastError). */
+  readonly reflector: Reflector<T>;
+
+  constructor(reflector: Reflector<T>) {
+    this.reflector = reflector;
+  }
+
+  start(): Promise<void> {
+    return this.reflector.start();
+  }
+
+  stop(): Promise<void> {
+    return this.reflector.stop();
+  }
+
+  hasSynced(): boolean {
+    return this.reflector.hasSynced();
+  }
+
+  onChange(listener: () => void): () => void {
+    return this.reflector.onChange(listener);
   }
 }

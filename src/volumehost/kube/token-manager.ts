@@ -4,6 +4,7 @@
 // so every remount of a projected volume does not cost an API call.
 
 import { type AuthenticationV1TokenRequest, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { type Clock, systemClock } from '../../clock.ts';
 import { errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import { ApiError } from '../errors.ts';
@@ -22,10 +23,8 @@ export interface TokenManager {
 
 export interface TokenManagerOptions {
   kubeConfig: KubeConfig;
-  /** Wall clock in ms since the epoch (tests move it). */
-  now?: () => number;
-  /** Uniform [0,1) source for the refresh jitter. */
-  random?: () => number;
+  /** Time, the refresh jitter and the cache's clean-up timer (default the system's). */
+  clock?: Clock;
   logger?: Logger;
 }
 
@@ -90,8 +89,8 @@ interface CacheEntry {
 }
 
 export function createTokenManager(opts: TokenManagerOptions): TokenManager {
-  const now = opts.now ?? Date.now;
-  const random = opts.random ?? Math.random;
+  const clock = opts.clock ?? systemClock();
+  const now = () => clock.now();
   const logger = opts.logger;
   const core = opts.kubeConfig.makeApiClient(CoreV1Api);
   const cache = new Map<string, CacheEntry>();
@@ -104,7 +103,7 @@ export function createTokenManager(opts: TokenManagerOptions): TokenManager {
     return exp === undefined || now() > exp;
   };
 
-  const jitterMs = (): number => Math.trunc(random() * MAX_JITTER_SECONDS) * 1000;
+  const jitterMs = (): number => Math.trunc(clock.random() * MAX_JITTER_SECONDS) * 1000;
 
   // Asked once, only to turn a 404 into a clearer error (kubelet does the same).
   const supportsTokenRequest = (): Promise<boolean> => {
@@ -169,8 +168,7 @@ export function createTokenManager(opts: TokenManagerOptions): TokenManager {
       if (expired(entry.tr)) cache.delete(key);
     }
   };
-  const gcTimer = setInterval(cleanup, GC_PERIOD_MS);
-  gcTimer.unref();
+  const gcTimer = clock.every(GC_PERIOD_MS, cleanup, { unref: true });
 
   return {
     async getServiceAccountToken(namespace, serviceAccountName, tr) {
@@ -196,7 +194,7 @@ export function createTokenManager(opts: TokenManagerOptions): TokenManager {
     },
 
     stop() {
-      clearInterval(gcTimer);
+      gcTimer.cancel();
     },
   };
 }

@@ -11,18 +11,17 @@ import {
   CertificatesV1Api,
   CertificatesV1alpha1Api,
   CertificatesV1beta1Api,
-  type KubeConfig,
   KubernetesObjectApi,
   type V1LabelSelector,
   type V1ObjectMeta,
 } from '@kubernetes/client-node';
+import { systemClock } from '../../clock.ts';
 import { errorMessage } from '../../errno.ts';
-import type { Logger } from '../../logger.ts';
 import { ownValue } from '../../own.ts';
 import { ApiError } from '../errors.ts';
 import type { TrustAnchorSource } from '../types.ts';
 import { kubeErrorCode, toApiError } from './api-errors.ts';
-import { Reflector } from './reflector.ts';
+import { type InformerOptions, informerTuning, Reflector } from './reflector.ts';
 import { STANDALONE_TRUST_BUNDLE_ERROR } from './standalone.ts';
 
 export interface TrustBundleManager extends TrustAnchorSource {
@@ -31,18 +30,11 @@ export interface TrustBundleManager extends TrustAnchorSource {
   stop?(): Promise<void>;
 }
 
-export interface TrustBundleManagerOptions {
-  kubeConfig: KubeConfig;
-  logger?: Logger;
+export interface TrustBundleManagerOptions extends InformerOptions {
   /** How long a normalized bundle is reused; entries are also dropped on watch events (kubelet: 5 min). */
   cacheTTLMs?: number;
   /** How long a lookup waits for the informer's first list before failing as kubelet does. */
   syncTimeoutMs?: number;
-  watchTimeoutSeconds?: number;
-  backoff?: { initialMs?: number; maxMs?: number };
-  now?: () => number;
-  /** Seeds the per-process certificate order (see normalizeTrustAnchors). */
-  random?: () => number;
 }
 
 const GROUP = 'certificates.k8s.io';
@@ -203,10 +195,12 @@ interface CTB {
 
 export function createTrustBundleManager(opts: TrustBundleManagerOptions): TrustBundleManager {
   const { kubeConfig, logger } = opts;
-  const now = opts.now ?? Date.now;
+  const clock = opts.clock ?? systemClock();
+  const now = () => clock.now();
   const cacheTTLMs = opts.cacheTTLMs ?? DEFAULT_CACHE_TTL_MS;
   const syncTimeoutMs = opts.syncTimeoutMs ?? DEFAULT_SYNC_TIMEOUT_MS;
-  const orderSeed = (opts.random ?? Math.random)().toString();
+  // Seeds the per-process certificate order (see normalizeTrustAnchors).
+  const orderSeed = clock.random().toString();
   const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
   // kubelet's normalizationCache, keyed by bundle name or by signer + selector.
   const cache = new Map<string, { value: string; expiresAt: number; name?: string; signer?: string }>();
@@ -291,8 +285,8 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
   const ensureInformer = async (v: CtbVersion): Promise<Reflector<CTB>> => {
     if (!informer) {
       const r = new Reflector<CTB>({
+        ...informerTuning({ ...opts, clock }),
         name: 'clustertrustbundles',
-        kubeConfig,
         watchPath: `/apis/${GROUP}/${v}/clustertrustbundles`,
         list: (o) =>
           objects.list<CTB & { metadata: { name: string } }>(
@@ -307,9 +301,6 @@ export function createTrustBundleManager(opts: TrustBundleManagerOptions): Trust
           ),
         // Bundles are cluster-scoped and looked up by name.
         keyOf: (o) => o.metadata?.name ?? '',
-        watchTimeoutSeconds: opts.watchTimeoutSeconds,
-        backoff: opts.backoff,
-        logger,
       });
       r.onEvent((e) => {
         dropCacheFor(e.object);

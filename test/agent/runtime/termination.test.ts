@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import pino from 'pino';
 import { TerminationGate } from '../../../src/agent/runtime/termination.ts';
+import { systemClock } from '../../../src/clock.ts';
 
 const staticPod = (uid: string, grace?: number): V1Pod => ({
   metadata: { uid, name: uid, namespace: 'default', annotations: { 'kubernetes.io/config.source': 'file' } },
@@ -31,7 +32,11 @@ async function setup(t: import('node:test').TestContext) {
   let now = 1_000_000;
   const clock = { advance: (ms: number) => (now += ms), now: () => now };
   const make = async () => {
-    const g = new TerminationGate({ rootDir, logger: pino({ level: 'silent' }), now: clock.now });
+    const g = new TerminationGate({
+      rootDir,
+      logger: pino({ level: 'silent' }),
+      clock: { ...systemClock(), now: clock.now },
+    });
     await g.load();
     return g;
   };

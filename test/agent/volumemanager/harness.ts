@@ -7,6 +7,7 @@ import type { TestContext } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { VolumeManager, type VolumeManagerOptions } from '../../../src/agent/volumemanager/volume-manager.ts';
+import { systemClock } from '../../../src/clock.ts';
 import { FakeMounter } from '../../../src/mount/fake.ts';
 import { probeVolumePlugins } from '../../../src/plugins/index.ts';
 import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
@@ -37,9 +38,13 @@ export async function harness(
   opts: Partial<
     Pick<
       VolumeManagerOptions,
-      'now' | 'settlePeriodMs' | 'loopPeriodMs' | 'housekeepingPeriodMs' | 'volumeStatsPeriodMs' | 'metrics'
+      'settlePeriodMs' | 'loopPeriodMs' | 'housekeepingPeriodMs' | 'volumeStatsPeriodMs' | 'metrics'
     >
-  > & { root?: string } = {},
+  > & {
+    root?: string;
+    /** The manager's time; its timers stay real. */
+    now?: () => number;
+  } = {},
 ) {
   const root = opts.root ?? (await mkdtemp(join(tmpdir(), 'podvol-vm-')));
   if (!opts.root) t.after(() => rm(root, { recursive: true, force: true }));
@@ -64,7 +69,7 @@ export async function harness(
     logger: pino({ level: 'silent' }),
     pods: () => pods,
     sourcesReady: () => ready,
-    now: opts.now,
+    clock: opts.now ? { ...systemClock(), now: opts.now } : undefined,
     settlePeriodMs: opts.settlePeriodMs,
     loopPeriodMs: opts.loopPeriodMs,
     housekeepingPeriodMs: opts.housekeepingPeriodMs,

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, type TestContext, test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
+import { systemClock } from '../../../src/clock.ts';
 import {
   createEventBroadcaster,
   type EventBroadcaster,
@@ -40,7 +41,7 @@ async function setup(
     host: 'node-a',
     instance: 'podvol-node-a',
     logger,
-    now: () => clock,
+    clock: { ...systemClock(), now: () => clock },
     retry: retry ?? { sleep: async () => {} },
   });
   t.after(async () => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, type TestContext, test } from 'node:test';
 import type { AuthenticationV1TokenRequest } from '@kubernetes/client-node';
+import { systemClock } from '../../../src/clock.ts';
 import type { Logger } from '../../../src/logger.ts';
 import {
   createStandaloneTokenManager,
@@ -132,7 +133,11 @@ async function setup(t: TestContext): Promise<Env> {
   let offset = 0;
   const logger = loggerWithLines();
   // random() = 0 means no jitter, so refresh points are exact.
-  const tm = createTokenManager({ kubeConfig: kc, now: () => Date.now() + offset, random: () => 0, logger });
+  const tm = createTokenManager({
+    kubeConfig: kc,
+    clock: { ...systemClock(), now: () => Date.now() + offset, random: () => 0 },
+    logger,
+  });
   t.after(async () => {
     tm.stop();
   });

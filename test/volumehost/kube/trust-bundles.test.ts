@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, type TestContext, test } from 'node:test';
+import { systemClock } from '../../../src/clock.ts';
 import {
   createStandaloneTrustBundleManager,
   createTrustBundleManager,
@@ -133,8 +134,8 @@ async function setup(t: TestContext, versions: string[]): Promise<Env> {
   let clock = Date.UTC(2030, 0, 1);
   const mgr = createTrustBundleManager({
     kubeConfig: kc,
-    now: () => clock,
-    random: () => 0.5,
+    // Real timers for the watch; the cache's time and the certificate order are the test's.
+    clock: { ...systemClock(), now: () => clock, random: () => 0.5 },
     cacheTTLMs: 10_000,
     syncTimeoutMs: 3_000,
     backoff: { initialMs: 50, maxMs: 200 },
