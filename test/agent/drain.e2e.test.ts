@@ -3,9 +3,9 @@
 // holder and left; then everything podvol made goes, and nothing else.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { mountsBelow, startPodvol, waitFor } from '../helpers/daemon.ts';
+import { daemonDirs, mountsBelow, startPodvol, waitFor } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { runCli } from './ops/cli.ts';
 
@@ -46,10 +46,8 @@ mountTest(
   'drain: dry run, refusal while podvol runs, a busy volume named, then everything torn down',
   async (t) => {
     const base = await tempDir(t);
-    const root = join(base, 'root');
-    const manifests = join(base, 'manifests');
+    const { root, manifests } = await daemonDirs(base);
     const hostPath = join(base, 'host-data');
-    await mkdir(manifests);
     await writeFile(join(manifests, 'web.json'), manifest(hostPath));
     const p = await startPodvol({ rootDir: root, manifests });
     t.after(() => p.stop('SIGKILL'));

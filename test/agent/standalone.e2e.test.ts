@@ -2,9 +2,16 @@
 // mounts in the test's private mount namespace, a real HTTP scrape.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdir, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { mountsBelow, type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
+import {
+  daemonDirs,
+  mountsBelow,
+  type PodvolProcess,
+  startPodvol,
+  waitFor,
+  waitGone,
+} from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 
 const pod = (
@@ -69,9 +76,7 @@ const allMounted = (name: string) => async (p: PodvolProcess) => {
 
 async function setup(t: Parameters<Parameters<typeof mountTest>[1]>[0]) {
   const base = await tempDir(t);
-  const root = join(base, 'root');
-  const manifests = join(base, 'manifests');
-  await mkdir(manifests);
+  const { root, manifests } = await daemonDirs(base);
   await writeFile(
     join(manifests, 'web.json'),
     pod('web', { app: 'web', tier: 'one' }, webVolumes, ['scratch', 'fast', 'info']),
@@ -267,9 +272,7 @@ mountTest('a restart tears down volumes of pods that went away while podvol was 
 
 mountTest('fsGroup ownership and a HugePages emptyDir, as kubelet sets them up', async (t) => {
   const base = await tempDir(t);
-  const root = join(base, 'root');
-  const manifests = join(base, 'manifests');
-  await mkdir(manifests);
+  const { root, manifests } = await daemonDirs(base);
   const manifest = {
     apiVersion: 'v1',
     kind: 'Pod',

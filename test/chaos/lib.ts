@@ -8,7 +8,7 @@ import { lstat, mkdir, readdir, readFile, readlink, writeFile } from 'node:fs/pr
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { startTestApiServer } from '../apiserver/server.ts';
-import { type PodvolProcess, startPodvol } from '../helpers/daemon.ts';
+import { daemonDirs, type PodvolProcess, startPodvol } from '../helpers/daemon.ts';
 import { tempDir } from '../helpers/mountns.ts';
 
 /** `npm run chaos` sets PODVOL_CHAOS=full; `npm test` (CI) runs the short version. */
@@ -116,9 +116,7 @@ export async function chaosSetup(t: TestContext, opts: { api?: boolean } = {}) {
     await api?.close();
   });
   const base = await tempDir(t);
-  const root = join(base, 'root');
-  const manifests = join(base, 'manifests');
-  await mkdir(manifests);
+  const { root, manifests } = await daemonDirs(base);
   const guard = await canary(join(base, 'canary'));
   const kubeconfig = api ? await api.kubeconfigPath(base) : undefined;
   api?.store.create('nodes', {

@@ -6,7 +6,7 @@ import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { startTestApiServer } from '../../apiserver/server.ts';
-import { startPodvol, waitFor } from '../../helpers/daemon.ts';
+import { daemonDirs, startPodvol, waitFor } from '../../helpers/daemon.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
 
 async function cluster(t: TestContext) {
@@ -20,10 +20,7 @@ async function cluster(t: TestContext) {
     metadata: { name: 'cluster-admin-token', namespace: 'kube-system' },
     data: { token: Buffer.from('do-not-leak').toString('base64') },
   });
-  const manifests = join(base, 'manifests');
-  const { mkdir } = await import('node:fs/promises');
-  await mkdir(manifests);
-  return { api, base, kubeconfig, manifests, root: join(base, 'root') };
+  return { api, base, kubeconfig, ...(await daemonDirs(base)) };
 }
 
 const staticPod = (name: string, volumes: object[]) => ({

@@ -11,7 +11,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { failingVolumes, type PlannedState, planSource } from '../../../src/agent/ops/plan.ts';
 import { createStaticPodSource } from '../../../src/agent/pods/static-source.ts';
 import { silentLogger } from '../../../src/logger.ts';
-import { mountsBelow, repoRoot, startPodvol, waitFor } from '../../helpers/daemon.ts';
+import { daemonDirs, mountsBelow, repoRoot, startPodvol, waitFor } from '../../helpers/daemon.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
 
 /** The atomic writer's timestamped directory, named differently on every run. */
@@ -84,10 +84,8 @@ mountTest(
   'plan and daemon make the same directories, files and mounts for examples/ and the plan corpus',
   async (t) => {
     const base = await tempDir(t);
-    const root = join(base, 'root');
-    const manifests = join(base, 'manifests');
+    const { root, manifests } = await daemonDirs(base);
     const hostRoot = join(base, 'host');
-    await mkdir(manifests);
     // hostpaths.yaml expects this directory on the host.
     await mkdir(join(hostRoot, 'srv', 'plan', 'files'), { recursive: true, mode: 0o755 });
     const corpus = join(repoRoot, 'test', 'fixtures', 'plan-corpus');
