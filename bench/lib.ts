@@ -4,7 +4,7 @@
 // operation's end is timed without polling /status), and the printing of
 // figures with their ratio against a baseline measured in the same run.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -114,6 +114,8 @@ export async function startPodvol(o: {
 }): Promise<Podvol> {
   const port = await freePort();
   const argv = [
+    // BENCH_PODVOL_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"): Node flags for podvol, for profiling.
+    ...(process.env.BENCH_PODVOL_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
     join(repoRoot, 'bin', 'podvol.js'),
     'run',
     '--root-dir',
@@ -132,7 +134,17 @@ export async function startPodvol(o: {
     ...(o.extra ?? []),
   ];
   const spawnedAt = performance.now();
-  const proc = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // BENCH_PODVOL_WRAP (e.g. "strace -f -e trace=execve -o /tmp/x"): runs podvol under a tool, for profiling.
+  const wrap = process.env.BENCH_PODVOL_WRAP?.split(' ').filter(Boolean) ?? [];
+  const proc =
+    wrap.length > 0
+      ? spawn(wrap[0] ?? '', [...wrap.slice(1), process.execPath, ...argv], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        })
+      : spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // BENCH_PODVOL_LOG=file: a copy of podvol's log, to time the stages of an operation afterwards.
+  const logCopy = process.env.BENCH_PODVOL_LOG ? createWriteStream(process.env.BENCH_PODVOL_LOG) : undefined;
+  if (logCopy) proc.stdout?.pipe(logCopy);
   const listeners = new Set<(line: LogLine, at: number) => void>();
   const counts = new Map<string, number>();
   let partial = '';
