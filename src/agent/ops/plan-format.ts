@@ -23,6 +23,8 @@ export function stepLine(s: PlanStep): string {
       return `${s.action} ${s.path} -> ${s.detail}`;
     case 'fetch':
       return `fetch ${s.detail}`;
+    case 'driver':
+      return `driver ${s.path}: ${s.detail}`;
     case 'skip':
     case 'ignore':
       return `${s.action} volume ${s.volume}: ${s.detail}`;

@@ -12,11 +12,13 @@ import { probeVolumePlugins } from '../../plugins/index.ts';
 import { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
 import { type ClusterBackend, createVolumeHost } from '../../volumehost/host.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
+import { type DriverStep, planCSIPlugin } from './plan-csi.ts';
 import { createPlanFs, type FsStep, type PlanFs } from './plan-fs.ts';
 
 /** A host operation as the plan reports it, before it is labelled with its pod and volume. */
 export type HostStep =
   | FsStep
+  | DriverStep
   | { action: 'mount'; path: string; detail: string }
   | { action: 'umount'; path: string }
   | { action: 'fetch'; detail: string };
@@ -128,6 +130,7 @@ function placeholderApi(
     if (all || keys.size === 0) keys.add('<key>');
     return [...keys];
   };
+  const drivers = new Set<string>();
   const object = (kind: 'secret' | 'configMap', ns: string, name: string) => {
     record({ action: 'fetch', detail: `${kind} ${ns}/${name} (needs the API server)` });
     return keysOf(kind, ns, name).map((k) => [k, mark(`key "${k}" of ${kind} ${ns}/${name}`)] as const);
@@ -155,6 +158,23 @@ function placeholderApi(
     getTrustAnchorsByName: async (name) => {
       record({ action: 'fetch', detail: `clusterTrustBundle ${name} (needs the API server)` });
       return mark(`the PEM bundle ${name}`);
+    },
+    // An inline CSI volume needs its driver's CSIDriver object (its volumeLifecycleModes); assumed to allow it.
+    csiDrivers: {
+      get: (name) => {
+        // The daemon's informer lists them all once; the plan names each driver once.
+        if (!drivers.has(name)) {
+          drivers.add(name);
+          record({
+            action: 'fetch',
+            detail: `CSIDriver ${name} (needs the API server; assumed to allow the volume's lifecycle mode)`,
+          });
+        }
+        return { metadata: { name }, spec: { volumeLifecycleModes: ['Persistent', 'Ephemeral'] } };
+      },
+      list: () => [],
+      hasSynced: () => true,
+      waitForCacheSync: async () => {},
     },
     getTrustAnchorsBySigner: async (signer) => {
       record({ action: 'fetch', detail: `clusterTrustBundles of signer ${signer} (needs the API server)` });
@@ -192,6 +212,6 @@ export async function createPlanContext(
         : {}),
     },
   });
-  pluginMgr.initPlugins(probeVolumePlugins(), host);
+  pluginMgr.initPlugins([...probeVolumePlugins(), planCSIPlugin(record)], host);
   return { rootDir, nodeName: o.nodeName, host, pluginMgr, mounter, fs, sink, placeholders };
 }

@@ -12,6 +12,7 @@ import { silentLogger } from '../../logger.ts';
 import { reasonOf } from '../../plugins/types.ts';
 import { usedVolumeNames } from '../../plugins/validation.ts';
 import { createPodManager } from '../pod-manager.ts';
+import { STATIC_POD_API_REFERENCE, staticPodAPIReference } from '../pods/api-references.ts';
 import { parseManifestFile } from '../pods/manifest.ts';
 import type { PodSource, SourceError } from '../pods/types.ts';
 import { ActualStateOfWorld } from '../volumemanager/actual-state.ts';
@@ -33,14 +34,15 @@ export type PlanAction =
   | 'skip'
   | 'ignore'
   | 'umount'
-  | 'rm';
+  | 'rm'
+  | 'driver';
 
 /**
  * One host operation. `detail` depends on the action: mkdir, chmod: the octal
  * mode (after the umask); mount: the arguments before the target; write: mode
  * and size, or what a placeholder stands for; symlink: the link's target;
  * rename: the new path; chown: the owner and group set; fetch: what is fetched;
- * skip/ignore: why; umount, rm: empty.
+ * skip/ignore: why; driver: the CSI driver and the calls left to it (not planned); umount, rm: empty.
  */
 export interface PlanStep {
   phase: 'setup' | 'teardown';
@@ -109,6 +111,7 @@ function describe(s: HostStep, placeholders: Map<string, string>): { path: strin
     case 'rename':
       return { path: s.path, detail: s.to };
     case 'mount':
+    case 'driver':
       return { path: s.path, detail: s.detail };
     case 'fetch':
       return { path: '', detail: s.detail };
@@ -125,6 +128,16 @@ function volumeOrder(pod: V1Pod, desired: Map<string, VolumeToMount>): string[] 
     .map((v) => v?.name)
     .filter((n): n is string => typeof n === 'string');
   return [...new Set([...names, ...desired.keys()])];
+}
+
+/**
+ * A claim (PersistentVolumeClaim, generic ephemeral volume) is not resolved
+ * without an API server; with one, a static pod naming a claim is refused
+ * whole, so its PersistentVolume (a CSI one: its driver) is never reached.
+ */
+function claimNote(pod: V1Pod, nodeName: string): string {
+  const refused = staticPodAPIReference(pod, nodeName);
+  return refused ? `; with an API server the pod is refused: ${STATIC_POD_API_REFERENCE}: ${refused}` : '';
 }
 
 const podLabel = (pod: V1Pod) => `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
@@ -207,7 +220,7 @@ async function run(
       }
       if (d.problem || !d.pluginName || !d.spec) {
         const p = d.problem ?? { reason: 'UnknownVolumeSource', message: 'no volume plugin matched' };
-        push('skip', '', `${p.reason}: ${p.message}`);
+        push('skip', '', `${p.reason}: ${p.message}${d.waitsForClaim ? claimNote(pod, ctx.nodeName) : ''}`);
         continue;
       }
       try {

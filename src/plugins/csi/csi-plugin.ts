@@ -187,6 +187,57 @@ function rpcError(call: string, err: unknown): VolumeError {
   );
 }
 
+/** What SetUp knows of a CSI volume before it asks the driver anything. */
+export interface CSIVolumeSummary {
+  driver: string;
+  handle: string;
+  /** 'Persistent' (a PersistentVolume) or 'Ephemeral' (inline in the pod). */
+  mode: string;
+  /** Whether NodeStageVolume may come first (a persistent volume; the driver's capability decides). */
+  mayStage: boolean;
+}
+
+/**
+ * SetUp's checks before the driver is asked anything: the driver's name, the
+ * volume handle, and that the driver's CSIDriver object allows the volume's
+ * lifecycle mode (without one, only Persistent, as kubelet). `podvol plan`
+ * runs exactly these, then stops: the rest is the driver's.
+ */
+function checkBeforeDriver(
+  spec: Spec,
+  pod: V1Pod,
+  csiDriverObject: (driver: string) => V1CSIDriver | undefined,
+): { src: Source; driverObj: V1CSIDriver | undefined } {
+  const src = sourceOf(spec, pod.metadata?.uid ?? '', pod.metadata?.namespace ?? 'default');
+  checkDriverName(src.driver);
+  if (!src.handle) throw new VolumeError('InvalidVolumeHandle', 'the CSI volume has an empty volumeHandle');
+  const driverObj = csiDriverObject(src.driver);
+  const modes = driverObj?.spec?.volumeLifecycleModes ?? ['Persistent'];
+  if (!driverObj && src.mode === 'Ephemeral') {
+    throw new VolumeError(
+      'LifecycleModeNotSupported',
+      `volume mode "Ephemeral" not supported by driver ${src.driver} (no CSIDriver object)`,
+    );
+  }
+  if (!modes.includes(src.mode)) {
+    throw new VolumeError(
+      'LifecycleModeNotSupported',
+      `volume mode "${src.mode}" not supported by driver ${src.driver} (only supports ${JSON.stringify(modes)})`,
+    );
+  }
+  return { src, driverObj };
+}
+
+/** checkBeforeDriver for `podvol plan`: what it can say of a CSI volume without its driver. */
+export function checkCSIVolumeWithoutDriver(
+  spec: Spec,
+  pod: V1Pod,
+  csiDriverObject: (driver: string) => V1CSIDriver | undefined,
+): CSIVolumeSummary {
+  const { src } = checkBeforeDriver(spec, pod, csiDriverObject);
+  return { driver: src.driver, handle: src.handle, mode: src.mode, mayStage: src.mode === 'Persistent' };
+}
+
 /** What NodeStageVolume and NodePublishVolume both carry: the volume, its publish context, staging path and capability. */
 function volumeRequest(
   src: Source,
@@ -575,24 +626,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       await index.load();
       const pod = this.#pod;
       const ns = pod.metadata?.namespace ?? 'default';
-      const src = sourceOf(this.#spec, this.#uid, ns);
-      checkDriverName(src.driver);
-      if (!src.handle)
-        throw new VolumeError('InvalidVolumeHandle', 'the CSI volume has an empty volumeHandle');
-      const driverObj = csiDriverObject(src.driver);
-      const modes = driverObj?.spec?.volumeLifecycleModes ?? ['Persistent'];
-      if (!driverObj && src.mode === 'Ephemeral') {
-        throw new VolumeError(
-          'LifecycleModeNotSupported',
-          `volume mode "Ephemeral" not supported by driver ${src.driver} (no CSIDriver object)`,
-        );
-      }
-      if (!modes.includes(src.mode)) {
-        throw new VolumeError(
-          'LifecycleModeNotSupported',
-          `volume mode "${src.mode}" not supported by driver ${src.driver} (only supports ${JSON.stringify(modes)})`,
-        );
-      }
+      const { src, driverObj } = checkBeforeDriver(this.#spec, pod, csiDriverObject);
       const client = clientFor(src.driver);
       const caps = await capabilities(client);
       const accessMode = csiAccessMode(src.accessModes, caps.has('SINGLE_NODE_MULTI_WRITER'));
