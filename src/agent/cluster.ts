@@ -14,6 +14,7 @@ import { createCSINodeInfoManager } from '../volumehost/kube/csinode.ts';
 import { createEventBroadcaster } from '../volumehost/kube/events.ts';
 import { NodeInfo } from '../volumehost/kube/node-info.ts';
 import { newConfigMapCache, newSecretCache } from '../volumehost/kube/object-cache.ts';
+import { PooledKubeConfig } from '../volumehost/kube/pooled-config.ts';
 import { createTokenManager } from '../volumehost/kube/token-manager.ts';
 import { createTrustBundleManager } from '../volumehost/kube/trust-bundles.ts';
 import { ApiPodSource } from './pods/api-source.ts';
@@ -235,6 +236,9 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
         claims.stop(),
         trustBundles.stop?.(),
       ]);
+      // Idle pooled connections would close by themselves a few seconds later; a request still
+      // made after this (a SetUp the volume manager drains) gets a new pool.
+      if (kubeConfig instanceof PooledKubeConfig) await kubeConfig.close();
     },
   };
 }

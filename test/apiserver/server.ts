@@ -128,6 +128,8 @@ export interface TestApiHooks {
   sendBookmarks(): void;
   /** Number of open watch streams. */
   openWatches(): number;
+  /** TLS connections accepted so far (a client that reuses connections makes fewer than requests). */
+  connections(): number;
   /** Make TokenReview know `token` as `user` (removing it again with the returned function). */
   addUser(token: string, user: UserInfo): () => void;
 }
@@ -642,7 +644,12 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
   const tls = { cert: testServerCert, key: testServerKey };
   let server: Server = createServer(tls);
   const onRequest = (req: IncomingMessage, res: ServerResponse) => void handle(req, res);
+  let accepted = 0;
+  const onConnection = () => {
+    accepted++;
+  };
   server.on('request', onRequest);
+  server.on('secureConnection', onConnection);
   await new Promise<void>((ok, fail) => {
     server.once('error', fail);
     server.listen(0, '127.0.0.1', () => ok());
@@ -695,6 +702,7 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
       if (!isDown) return;
       server = createServer(tls);
       server.on('request', onRequest);
+      server.on('secureConnection', onConnection);
       await new Promise<void>((ok, fail) => {
         server.once('error', fail);
         server.listen(port, '127.0.0.1', () => ok());
@@ -723,6 +731,7 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
       for (const w of watches) sendBookmark(w);
     },
     openWatches: () => [...watches].filter((w) => !w.frozen).length,
+    connections: () => accepted,
     addUser(t: string, u: UserInfo) {
       staticUsers.set(t, u);
       return () => staticUsers.delete(t);

@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
+import { PooledKubeConfig } from './pooled-config.ts';
 
 export interface LoadKubeConfigOptions {
   /** Path to a kubeconfig file (--kubeconfig); wins over everything else. */
@@ -22,7 +23,7 @@ const SA_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 const FALLBACK_SERVER = 'http://localhost:8080';
 
 function fromFiles(files: string[], origin: string): KubeConfig {
-  const kc = new KubeConfig();
+  const kc = new PooledKubeConfig();
   for (const [i, file] of files.entries()) {
     if (!existsSync(file)) throw new Error(`${origin}: kubeconfig file ${file} does not exist`);
     try {
@@ -56,7 +57,7 @@ function inCluster(env: NodeJS.ProcessEnv, prefix: string): KubeConfig | undefin
   process.env.KUBERNETES_SERVICE_HOST = host;
   process.env.KUBERNETES_SERVICE_PORT = env.KUBERNETES_SERVICE_PORT;
   try {
-    const kc = new KubeConfig();
+    const kc = new PooledKubeConfig();
     kc.loadFromCluster(prefix);
     return kc;
   } finally {
