@@ -164,8 +164,7 @@ export class VolumeManager {
     await this.reconstruct();
     const loop = () => {
       this.#timer = setTimeout(async () => {
-        this.#pass = this.reconcileOnce();
-        await this.#pass;
+        await this.reconcileOnce();
         if (this.#timer) loop();
       }, this.#o.loopPeriodMs);
     };
@@ -297,13 +296,24 @@ export class VolumeManager {
     this.#reconstructed = true;
   }
 
-  /** One reconciler pass; exported for tests that step the loop by hand. */
-  async reconcileOnce(): Promise<void> {
+  /**
+   * One reconciler pass; exported for tests that step the loop by hand. The
+   * pass in flight, whoever started it (the tick, a kick, a test), is kept in
+   * #pass so that stop() waits for it: a kicked pass's housekeeping removes a
+   * pod directory and then its records, and a drain that stopped between the
+   * two left `<root>/podvol` behind.
+   */
+  reconcileOnce(): Promise<void> {
     if (this.#ticking) {
       this.#again = true;
-      return;
+      return this.#pass ?? Promise.resolve();
     }
-    if (!this.#reconstructed) return;
+    if (!this.#reconstructed) return Promise.resolve();
+    this.#pass = this.#reconcile();
+    return this.#pass;
+  }
+
+  async #reconcile(): Promise<void> {
     this.#ticking = true;
     const started = performance.now();
     try {
