@@ -52,14 +52,16 @@ export function createMetrics(src: MetricsSources): Metrics {
     registry.removeSingleMetric(name);
   }
   const registers = [registry];
+  // kubelet's storage histograms share its storage operation buckets.
+  const storageHistogram = <L extends string>(name: string, help: string, labelNames: L[]) =>
+    new client.Histogram<L>({ name, help, labelNames, buckets: storageBuckets, registers });
 
-  const opDuration = new client.Histogram({
-    name: 'storage_operation_duration_seconds',
-    help: 'Storage operation duration',
-    labelNames: ['volume_plugin', 'operation_name', 'status', 'migrated'],
-    buckets: storageBuckets,
-    registers,
-  });
+  const opDuration = storageHistogram('storage_operation_duration_seconds', 'Storage operation duration', [
+    'volume_plugin',
+    'operation_name',
+    'status',
+    'migrated',
+  ]);
   new client.Gauge({
     name: 'volume_manager_total_volumes',
     help: 'Number of volumes in Volume Manager',
@@ -182,13 +184,11 @@ export function createMetrics(src: MetricsSources): Metrics {
   statGauge('kubelet_volume_stats_inodes', 'Maximum number of inodes in the volume', (s) => s.inodes);
   statGauge('kubelet_volume_stats_inodes_free', 'Number of free inodes in the volume', (s) => s.inodesFree);
   statGauge('kubelet_volume_stats_inodes_used', 'Number of used inodes in the volume', (s) => s.inodesUsed);
-  const csiOps = new client.Histogram({
-    name: 'csi_operations_seconds',
-    help: 'Container Storage Interface operation duration with gRPC error code status total',
-    labelNames: ['driver_name', 'method_name', 'grpc_status_code', 'migrated'],
-    buckets: storageBuckets,
-    registers,
-  });
+  const csiOps = storageHistogram(
+    'csi_operations_seconds',
+    'Container Storage Interface operation duration with gRPC error code status total',
+    ['driver_name', 'method_name', 'grpc_status_code', 'migrated'],
+  );
   new client.Gauge({
     name: 'podvol_build_info',
     help: 'podvol version and the Node.js it runs on',
