@@ -244,6 +244,13 @@ export function procMemory(pid: number): { rss: number; hwm: number } {
   return { rss: kb('VmRSS') / 1024, hwm: kb('VmHWM') / 1024 };
 }
 
+/** CPU seconds (user + system) a process has used so far, its children not counted. */
+export function procCpuSeconds(pid: number): number {
+  // /proc/<pid>/stat: fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 /** Resolves with performance.now() once `count` log lines with `msg` (and matching `filter`) have arrived. */
 export function waitLines(
   p: Podvol,

@@ -18,6 +18,7 @@ import {
   goal,
   header,
   percentile,
+  procCpuSeconds,
   size,
   startPodvol,
   tempRoot,
@@ -49,6 +50,10 @@ try {
       const t0 = created.get(l.pod);
       if (n === 3 && t0 !== undefined) latencies.push(at - t0);
     });
+    // Where the time goes: podvol's CPU per pod, and this process's (the test API server's) CPU,
+    // so a run shows whether podvol or the API server it is measured against is the bottleneck.
+    const podvolCpu0 = procCpuSeconds(p.proc.pid ?? 0);
+    const benchCpu0 = process.cpuUsage();
     const start = performance.now();
     for (let i = 0; i < PODS; i++) {
       // A steady stream: pod i is due at start + i/RATE, whatever the previous ones cost.
@@ -65,11 +70,20 @@ try {
         `${err.message}: not ready: ${stuck.map((k) => `${k} (${mountedVolumes.get(k) ?? 0}/3)`).join(', ')}`,
       );
     });
+    const wall = (performance.now() - start) / 1000;
+    const podvolCpu = procCpuSeconds(p.proc.pid ?? 0) - podvolCpu0;
+    const used = process.cpuUsage(benchCpu0);
+    const benchCpu = (used.user + used.system) / 1e6;
     figure('pod added → volumes ready, p50', percentile(latencies, 50), 'ms');
     figure('pod added → volumes ready, p90', percentile(latencies, 90), 'ms');
     figure('pod added → volumes ready, p99', percentile(latencies, 99), 'ms');
     figure('pod added → volumes ready, max', Math.max(...latencies), 'ms');
     console.log(`${PODS} pods created over ${sent.toFixed(1)} s (asked: ${RATE} pods/s)`);
+    figure('pods ready per second (created → last ready)', PODS / wall, 'pods/s');
+    figure('podvol CPU per pod (main thread and thread pool, not mount)', (podvolCpu * 1000) / PODS, 'ms');
+    console.log(
+      `podvol used ${podvolCpu.toFixed(1)} s of CPU in ${wall.toFixed(1)} s (${((100 * podvolCpu) / wall).toFixed(0)} % of one core); the test API server and this bench ${benchCpu.toFixed(1)} s (${((100 * benchCpu) / wall).toFixed(0)} %)`,
+    );
     goal('P2 p99', percentile(latencies, 99), 100, ' ms');
     await deleteAllPods(api, p, PODS * 3);
     await until('pod directories removed', () => readdirSync(join(root, 'pods')).length === 0, 50);
