@@ -80,7 +80,7 @@ async function runMounts(pod: string, flags: MountsFlags): Promise<number> {
     process.stdout.write(
       flags.output === 'json'
         ? `${escapeControlJSON(JSON.stringify(answer.body, null, 2))}\n`
-        : // Cast: the daemon's own answer (src/agent/runtime/server.ts writes these arrays).
+        : // Cast: the daemon's own answer (src/agent/runtime/api.ts writes these arrays).
           formatMountsTable(answer.body.mounts as Mount[], (answer.body.imageVolumes ?? []) as ImageVolume[]),
     );
     return EXIT_OK;

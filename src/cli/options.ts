@@ -62,14 +62,20 @@ export const runtimeSocketOption = () =>
     .env('PODVOL_RUNTIME_SOCKET')
     .default(DEFAULT_RUNTIME_SOCKET);
 
+/** `parse` as a commander argument parser: what it throws becomes commander's usage error. */
+export const argumentParser =
+  <T>(parse: (v: string) => T) =>
+  (v: string): T => {
+    try {
+      return parse(v);
+    } catch (err) {
+      throw new InvalidArgumentError(errorMessage(err));
+    }
+  };
+
 /** Go's time.ParseDuration ("2m", "1m30s", "500ms", "0") in milliseconds, as a commander argument parser. */
 export function parseGoDuration(v: string): number {
-  let ms: number;
-  try {
-    ms = parseDuration(v);
-  } catch (err) {
-    throw new InvalidArgumentError(errorMessage(err));
-  }
+  const ms = argumentParser(parseDuration)(v);
   // Go accepts "-1s"; no podvol flag means anything by a negative time.
   if (ms < 0) throw new InvalidArgumentError(`invalid duration "${v}": must not be negative`);
   return ms;

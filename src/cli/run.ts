@@ -18,6 +18,7 @@ import { applyConfigFile, configOption } from './config-file.ts';
 import { formatDuration } from './duration.ts';
 import {
   addNodeNameOptions,
+  argumentParser,
   durationArg,
   logFormatOption,
   logLevelOption,
@@ -26,13 +27,7 @@ import {
   systemdScopeOption,
 } from './options.ts';
 
-const asListen = (v: string) => {
-  try {
-    return parseListen(v);
-  } catch (err) {
-    throw new InvalidArgumentError(errorMessage(err));
-  }
-};
+const asListen = argumentParser(parseListen);
 
 const positiveInteger = (v: string) => {
   const n = Number(v);
@@ -62,13 +57,7 @@ export interface RunFlags extends AccessFlags {
   adoptRootDir?: boolean;
 }
 
-const asGroup = (v: string) => {
-  try {
-    return resolveGroup(v);
-  } catch (err) {
-    throw new InvalidArgumentError(errorMessage(err));
-  }
-};
+const asGroup = argumentParser(resolveGroup);
 
 const asSocketPath = (v: string) => {
   if (v !== '' && !v.startsWith('/')) throw new InvalidArgumentError(`must be an absolute path, got "${v}"`);

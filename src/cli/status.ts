@@ -1,6 +1,6 @@
 // `podvol status`: the volumes of a running podvol (its /status) as a table.
 // Exit codes: 0 answered, 2 usage error, 3 no podvol answered.
-import { type Command, InvalidArgumentError, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import {
   DEFAULT_SERVER,
   EXIT_UNREACHABLE,
@@ -9,16 +9,10 @@ import {
   type StatusFormat,
   statusFormats,
 } from '../agent/ops/status.ts';
-import { errorMessage } from '../errno.ts';
 import { setExitCode } from './command.ts';
+import { argumentParser } from './options.ts';
 
-const asServer = (v: string) => {
-  try {
-    return normalizeServer(v);
-  } catch (err) {
-    throw new InvalidArgumentError(errorMessage(err));
-  }
-};
+const asServer = argumentParser(normalizeServer);
 
 export function statusCommand(program: Command): void {
   program

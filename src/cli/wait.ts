@@ -30,7 +30,7 @@ interface VolumeLine {
 }
 
 function printReasons(body: Record<string, unknown>): void {
-  // Cast: the daemon's own answer (src/agent/runtime/server.ts writes this array).
+  // Cast: the daemon's own answer (src/agent/runtime/api.ts writes this array).
   const volumes = (body.volumes ?? []) as VolumeLine[];
   for (const v of volumes) {
     if (v.state === 'mounted' && body.ready) continue;

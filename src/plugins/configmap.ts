@@ -1,7 +1,7 @@
 // kubernetes.io/configmap: a configMap's keys as files, on a disk-backed
 // wrapper as kubelet does. Data is fetched before anything is touched, so a
 // configMap deleted under a non-optional volume leaves the last content.
-import { configMapPayload, fetchError, fetchOptional } from './payload.ts';
+import { configMapFiles } from './payload.ts';
 import type { VolumePlugin } from './types.ts';
 import { wrappedVolumePlugin } from './wrapped-volume.ts';
 
@@ -14,16 +14,12 @@ export function configMapPlugin(): VolumePlugin {
     canSupport: (spec) => Boolean(spec.volume?.configMap),
     async payload(host, spec, pod) {
       const source = spec.volume?.configMap ?? {};
-      const optional = source.optional === true;
-      const ns = pod.metadata?.namespace ?? 'default';
-      const cm = await fetchOptional(
-        () => host.getConfigMapFunc()(ns, source.name ?? ''),
-        { metadata: { name: source.name, namespace: ns } },
-        optional,
-      ).catch((err) => {
-        throw fetchError('ConfigMap', err);
-      });
-      return configMapPayload(source.items, cm, source.defaultMode, optional);
+      return configMapFiles(
+        host,
+        pod.metadata?.namespace ?? 'default',
+        { name: source.name ?? '', items: source.items, optional: source.optional },
+        source.defaultMode,
+      );
     },
     constructVolumeSpec: (name) => ({ volume: { name, configMap: { name } }, readOnly: false }),
   });

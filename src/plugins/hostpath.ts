@@ -59,15 +59,13 @@ async function typeMatchedOrError(path: string, expected: FileType, description:
   }
 }
 
-const errnoOf = (err: unknown) => errnoCode(err);
-
 /** A Node fs error worded as Go's *PathError: `<op> <path>: <strerror>`. */
 function goPathError(op: string, path: string, err: unknown): NodeJS.ErrnoException {
   const text = errorMessage(err)
     .replace(/^[A-Z0-9]+: /, '')
     .replace(/, [a-z]+ '.*'$/, '');
   const out: NodeJS.ErrnoException = new Error(`${op} ${path}: ${text}`);
-  out.code = errnoOf(err);
+  out.code = errnoCode(err);
   return out;
 }
 
@@ -104,7 +102,7 @@ async function makeDir(fs: FsOps, path: string): Promise<void> {
   try {
     await mkdirAll(fs, path, 0o755);
   } catch (err) {
-    if (errnoOf(err) !== 'EEXIST') throw new VolumeError('HostPathCreateFailed', errorMessage(err));
+    if (errnoCode(err) !== 'EEXIST') throw new VolumeError('HostPathCreateFailed', errorMessage(err));
   }
 }
 

@@ -4,6 +4,7 @@ import type { V1ConfigMap, V1KeyToPath, V1Secret } from '@kubernetes/client-node
 import { ownValue } from '../own.ts';
 import type { VolumeReason } from '../reasons.ts';
 import { ApiError } from '../volumehost/errors.ts';
+import type { VolumeHost } from '../volumehost/types.ts';
 import { VolumeError } from './types.ts';
 import type { FileProjection } from './util/atomic-writer.ts';
 
@@ -21,14 +22,15 @@ export function fetchErrorReason(kind: 'Secret' | 'ConfigMap', err: unknown): Vo
   return kind === 'Secret' ? 'SecretFetchFailed' : 'ConfigMapFetchFailed';
 }
 
-export function fetchError(kind: 'Secret' | 'ConfigMap', err: unknown): VolumeError {
+function fetchError(kind: 'Secret' | 'ConfigMap', err: unknown): VolumeError {
   if (err instanceof VolumeError) return err;
   return new VolumeError(fetchErrorReason(kind, err), err instanceof Error ? err.message : String(err), {
     cause: err,
   });
 }
 
-function requireMode(defaultMode: number | undefined): number {
+/** A volume's defaultMode, which defaulting always sets: its absence is an error. */
+export function requireMode(defaultMode: number | undefined): number {
   if (defaultMode === undefined || defaultMode === null) {
     throw new VolumeError('InvalidMode', 'no defaultMode used, not even the default value for it');
   }
@@ -62,7 +64,7 @@ function build(
   return payload;
 }
 
-export function configMapPayload(
+function configMapPayload(
   items: V1KeyToPath[] | undefined,
   cm: V1ConfigMap,
   defaultMode: number | undefined,
@@ -88,7 +90,7 @@ export function configMapPayload(
   );
 }
 
-export function secretPayload(
+function secretPayload(
   items: V1KeyToPath[] | undefined,
   secret: V1Secret,
   defaultMode: number | undefined,
@@ -108,12 +110,51 @@ export function secretPayload(
   );
 }
 
-/** An optional object that does not exist stands for an empty one. */
-export async function fetchOptional<T>(fetch: () => Promise<T>, empty: T, optional: boolean): Promise<T> {
+/**
+ * Fetches an object a volume names; an optional one that does not exist stands
+ * for an empty one. Any other failure is a VolumeError with its /status reason.
+ */
+async function fetchObject<T>(
+  kind: 'Secret' | 'ConfigMap',
+  fetch: () => Promise<T>,
+  empty: T,
+  optional: boolean,
+): Promise<T> {
   try {
     return await fetch();
   } catch (err) {
     if (optional && isNotFound(err)) return empty;
-    throw err;
+    throw fetchError(kind, err);
   }
+}
+
+/** What a secret or configMap volume, or projected source, says about its object. */
+export interface ObjectRef {
+  name: string;
+  items?: V1KeyToPath[];
+  optional?: boolean;
+}
+
+/** The files of a secret volume (or projected source): the secret fetched, then its keys. */
+export async function secretFiles(
+  host: VolumeHost,
+  namespace: string,
+  ref: ObjectRef,
+  defaultMode: number | undefined,
+): Promise<Map<string, FileProjection>> {
+  const optional = ref.optional === true;
+  const secret = await fetchObject('Secret', () => host.getSecretFunc()(namespace, ref.name), {}, optional);
+  return secretPayload(ref.items, secret, defaultMode, optional);
+}
+
+/** The files of a configMap volume (or projected source): the configMap fetched, then its keys. */
+export async function configMapFiles(
+  host: VolumeHost,
+  namespace: string,
+  ref: ObjectRef,
+  defaultMode: number | undefined,
+): Promise<Map<string, FileProjection>> {
+  const optional = ref.optional === true;
+  const cm = await fetchObject('ConfigMap', () => host.getConfigMapFunc()(namespace, ref.name), {}, optional);
+  return configMapPayload(ref.items, cm, defaultMode, optional);
 }

@@ -6,7 +6,7 @@ import { errorMessage } from '../errno.ts';
 import { ApiError } from '../volumehost/errors.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { withHostIP } from './downwardapi.ts';
-import { configMapPayload, fetchError, fetchOptional, secretPayload } from './payload.ts';
+import { configMapFiles, requireMode, secretFiles } from './payload.ts';
 import { type MounterArgs, reasonOf, VolumeError, type VolumePlugin } from './types.ts';
 import type { FileProjection } from './util/atomic-writer.ts';
 import { collectDownwardAPIData } from './util/fieldpath.ts';
@@ -25,10 +25,7 @@ export async function collectProjectedData(
   source: V1ProjectedVolumeSource,
   args: MounterArgs,
 ): Promise<Map<string, FileProjection>> {
-  const defaultMode = source.defaultMode;
-  if (defaultMode === undefined || defaultMode === null) {
-    throw new VolumeError('InvalidMode', 'no defaultMode used, not even the default value for it');
-  }
+  const defaultMode = requireMode(source.defaultMode);
   const ns = pod.metadata?.namespace ?? 'default';
   const errors: unknown[] = [];
   const payload = new Map<string, FileProjection>();
@@ -41,25 +38,9 @@ export async function collectProjectedData(
   for (const s of source.sources ?? []) {
     try {
       if (s.secret) {
-        const optional = s.secret.optional === true;
-        const secret = await fetchOptional(
-          () => host.getSecretFunc()(ns, s.secret?.name ?? ''),
-          {},
-          optional,
-        ).catch((err) => {
-          throw fetchError('Secret', err);
-        });
-        merge(secretPayload(s.secret.items, secret, defaultMode, optional));
+        merge(await secretFiles(host, ns, { ...s.secret, name: s.secret.name ?? '' }, defaultMode));
       } else if (s.configMap) {
-        const optional = s.configMap.optional === true;
-        const cm = await fetchOptional(
-          () => host.getConfigMapFunc()(ns, s.configMap?.name ?? ''),
-          {},
-          optional,
-        ).catch((err) => {
-          throw fetchError('ConfigMap', err);
-        });
-        merge(configMapPayload(s.configMap.items, cm, defaultMode, optional));
+        merge(await configMapFiles(host, ns, { ...s.configMap, name: s.configMap.name ?? '' }, defaultMode));
       } else if (s.downwardAPI) {
         const r = collectDownwardAPIData(
           s.downwardAPI.items ?? [],

@@ -1,6 +1,6 @@
 // kubernetes.io/secret: a secret's keys as files on a tmpfs wrapper, so the
 // bytes never touch persistent disk.
-import { fetchError, fetchOptional, secretPayload } from './payload.ts';
+import { secretFiles } from './payload.ts';
 import type { VolumePlugin } from './types.ts';
 import { wrappedVolumePlugin } from './wrapped-volume.ts';
 
@@ -13,16 +13,12 @@ export function secretPlugin(): VolumePlugin {
     canSupport: (spec) => Boolean(spec.volume?.secret),
     async payload(host, spec, pod) {
       const source = spec.volume?.secret ?? {};
-      const optional = source.optional === true;
-      const ns = pod.metadata?.namespace ?? 'default';
-      const secret = await fetchOptional(
-        () => host.getSecretFunc()(ns, source.secretName ?? ''),
-        { metadata: { name: source.secretName, namespace: ns } },
-        optional,
-      ).catch((err) => {
-        throw fetchError('Secret', err);
-      });
-      return secretPayload(source.items, secret, source.defaultMode, optional);
+      return secretFiles(
+        host,
+        pod.metadata?.namespace ?? 'default',
+        { name: source.secretName ?? '', items: source.items, optional: source.optional },
+        source.defaultMode,
+      );
     },
     constructVolumeSpec: (name) => ({ volume: { name, secret: { secretName: name } }, readOnly: false }),
   });

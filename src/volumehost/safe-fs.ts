@@ -64,10 +64,6 @@ export interface BeneathOptions {
   crossMounts?: boolean | 'last';
 }
 
-function errno(err: unknown): string | undefined {
-  return errnoCode(err);
-}
-
 /**
  * The components of a path relative to a root. Empty and `.` components are
  * dropped; `..` anywhere, and an absolute path, are refused: a path built from
@@ -173,8 +169,8 @@ export class SafeDir {
       fh = await this.fs.open(this.child(name), DIR_FLAGS);
     } catch (err) {
       // O_NOFOLLOW|O_DIRECTORY on a symlink: ELOOP or ENOTDIR depending on the kernel.
-      if (errno(err) === 'ELOOP') throw new UnsafePathError('symlink', display, 'is a symbolic link');
-      if (errno(err) === 'ENOTDIR') {
+      if (errnoCode(err) === 'ELOOP') throw new UnsafePathError('symlink', display, 'is a symbolic link');
+      if (errnoCode(err) === 'ENOTDIR') {
         throw new UnsafePathError('notDirectory', display, 'is not a directory (or is a symbolic link)');
       }
       throw err;
@@ -202,7 +198,7 @@ export class SafeDir {
     try {
       fh = await this.fs.open(this.child(name), O_PATH | O_NOFOLLOW);
     } catch (err) {
-      if (errno(err) === 'ENOENT') return;
+      if (errnoCode(err) === 'ENOENT') return;
       throw err;
     }
     try {
@@ -238,7 +234,7 @@ export class SafeDir {
     try {
       fh = await this.fs.open(this.child(name), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode);
     } catch (err) {
-      if (errno(err) === 'ELOOP')
+      if (errnoCode(err) === 'ELOOP')
         throw new UnsafePathError('symlink', `${this.path}/${name}`, 'is a symbolic link');
       throw err;
     }
@@ -391,7 +387,7 @@ async function openMkdirAllIn(
     try {
       await dir.fs.mkdir(dir.child(name), mode);
     } catch (err) {
-      if (errno(err) !== 'EEXIST') throw err;
+      if (errnoCode(err) !== 'EEXIST') throw err;
     }
   };
   try {
@@ -416,7 +412,7 @@ async function removeAllBeneathIn(fs: FsOps, root: Root, rel: string): Promise<v
   try {
     parent = await openDirBeneathIn(fs, root, parentRel);
   } catch (err) {
-    if (errno(err) === 'ENOENT') return;
+    if (errnoCode(err) === 'ENOENT') return;
     throw err;
   }
   try {
@@ -477,7 +473,7 @@ async function removeEntry(
       await parent.fs.unlink(at);
       return;
     } catch (err) {
-      const code = errno(err);
+      const code = errnoCode(err);
       if (code === 'ENOENT') return;
       if (code === 'EBUSY') throw new UnsafePathError('mount', `${parent.path}/${name}`, 'is a mount point');
       if (code !== 'EISDIR' && code !== 'EPERM') throw err;
@@ -486,7 +482,7 @@ async function removeEntry(
     try {
       child = await parent.openChild(name);
     } catch (err) {
-      if (errno(err) === 'ENOENT') return;
+      if (errnoCode(err) === 'ENOENT') return;
       // Swapped for a symlink or file since the unlink: unlink it next round.
       if (err instanceof UnsafePathError && err.kind !== 'mount' && attempt < MAX_RMDIR_ATTEMPTS) continue;
       throw err;
@@ -506,7 +502,7 @@ async function removeEntry(
       await parent.fs.rmdir(at);
       return;
     } catch (err) {
-      const code = errno(err);
+      const code = errnoCode(err);
       if (code === 'ENOENT') return;
       // ENOTDIR: swapped for a symlink after we emptied it; ENOTEMPTY: refilled. Go round again.
       if ((code === 'ENOTDIR' || code === 'ENOTEMPTY' || code === 'EEXIST') && attempt < MAX_RMDIR_ATTEMPTS)

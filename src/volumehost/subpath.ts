@@ -63,8 +63,6 @@ export const subpathTarget = (
   r: Pick<SubPathRequest, 'podUID' | 'volumeName' | 'containerName' | 'index'>,
 ) => join(podDir(root, r.podUID), SUBPATH_DIR, r.volumeName, r.containerName, String(r.index));
 
-const code = (err: unknown) => errnoCode(err);
-
 export function createSubPather(o: { rootDir: string; mounter: mount.Interface; logger: Logger }): SubPather {
   const log = o.logger.child({ component: 'subpath' });
 
@@ -81,9 +79,9 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
         try {
           next = await cur.openChild(part, true);
         } catch (err) {
-          if (code(err) !== 'ENOENT') throw err;
+          if (errnoCode(err) !== 'ENOENT') throw err;
           await mkdir(cur.child(part), { mode: perm }).catch((e) => {
-            if (code(e) !== 'EEXIST') throw e;
+            if (errnoCode(e) !== 'EEXIST') throw e;
           });
           next = await cur.openChild(part, true);
           await next.chmod(perm);
@@ -119,7 +117,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
     try {
       await stat(hostPath);
     } catch (err) {
-      if (code(err) !== 'ENOENT') throw refuse('failed to prepare subPath', err);
+      if (errnoCode(err) !== 'ENOENT') throw refuse('failed to prepare subPath', err);
       exists = false;
     }
     if (!exists) {
@@ -162,7 +160,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
       await mkdir(join(target, '..'), { recursive: true, mode: 0o750 });
       if (st.isDirectory()) {
         await mkdir(target, { mode: 0o750 }).catch((e) => {
-          if (code(e) !== 'EEXIST') throw e;
+          if (errnoCode(e) !== 'EEXIST') throw e;
         });
       } else {
         await writeFile(target, '', { mode: 0o640 });
@@ -202,7 +200,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
       try {
         fh = await dir.fs.open(dir.child(name), O_PATH | O_NOFOLLOW);
       } catch (err) {
-        if (code(err) === 'ENOENT') return;
+        if (errnoCode(err) === 'ENOENT') return;
         throw err;
       }
       let mounted: boolean;
@@ -211,7 +209,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
         const st = await fh.stat();
         if (st.isSymbolicLink()) {
           await dir.fs.unlink(dir.child(name)).catch((e) => {
-            if (code(e) !== 'ENOENT') throw e;
+            if (errnoCode(e) !== 'ENOENT') throw e;
           });
           return;
         }
@@ -225,7 +223,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
         try {
           await (isDir ? dir.fs.rmdir(dir.child(name)) : dir.fs.unlink(dir.child(name)));
         } catch (err) {
-          if (code(err) === 'ENOENT') return;
+          if (errnoCode(err) === 'ENOENT') return;
           throw err;
         }
         return;
@@ -244,7 +242,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
     try {
       volDir = await subpaths.openChild(volumeName);
     } catch (err) {
-      if (code(err) === 'ENOENT') return;
+      if (errnoCode(err) === 'ENOENT') return;
       if (err instanceof UnsafePathError && err.kind !== 'mount') {
         // Not podvol's: a link (or file) where its directory should be is removed as such.
         await subpaths.fs.unlink(subpaths.child(volumeName));
@@ -259,7 +257,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
         try {
           containerDir = await volDir.openChild(c);
         } catch (err) {
-          if (code(err) === 'ENOENT') continue;
+          if (errnoCode(err) === 'ENOENT') continue;
           if (err instanceof UnsafePathError && err.kind !== 'mount') {
             await volDir.fs.unlink(volDir.child(c)).catch((e) => errors.push(`${c}: ${errorMessage(e)}`));
           } else errors.push(`${c}: ${errorMessage(err)}`);
@@ -277,7 +275,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
           await containerDir.close();
         }
         await volDir.fs.rmdir(volDir.child(c)).catch((err) => {
-          if (code(err) !== 'ENOENT') errors.push(`${volDir.path}/${c}: ${errorMessage(err)}`);
+          if (errnoCode(err) !== 'ENOENT') errors.push(`${volDir.path}/${c}: ${errorMessage(err)}`);
         });
       }
     } finally {
@@ -285,7 +283,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
     }
     if (errors.length > 0) throw new Error(errors.join('; '));
     await subpaths.fs.rmdir(subpaths.child(volumeName)).catch((err) => {
-      if (code(err) !== 'ENOENT') throw err;
+      if (errnoCode(err) !== 'ENOENT') throw err;
     });
   }
 
@@ -305,7 +303,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
         relativeBeneath(o.rootDir, join(podDir(o.rootDir, podUID), SUBPATH_DIR)),
       );
     } catch (err) {
-      if (code(err) === 'ENOENT') return;
+      if (errnoCode(err) === 'ENOENT') return;
       // A link or mount on the way keeps its UnsafePath reason for /status.
       if (err instanceof UnsafePathError) throw err;
       throw new Error(`error reading subpaths of pod ${podUID}: ${errorMessage(err)}`);
@@ -319,7 +317,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
     await withDirBeneath(o.rootDir, relativeBeneath(o.rootDir, podDir(o.rootDir, podUID)), (pd) =>
       pd.fs.rmdir(pd.child(SUBPATH_DIR)),
     ).catch((err) => {
-      if (!['ENOTEMPTY', 'EEXIST', 'ENOENT'].includes(code(err) ?? '')) throw err;
+      if (!['ENOTEMPTY', 'EEXIST', 'ENOENT'].includes(errnoCode(err) ?? '')) throw err;
     });
   }
 

@@ -83,10 +83,6 @@ function validatePayload(payload: Payload): Map<string, CleanFile> {
   return clean;
 }
 
-function errno(err: unknown): string | undefined {
-  return errnoCode(err);
-}
-
 export class AtomicWriteError extends Error {
   /** The payload itself was refused (a bad path), as opposed to a failure writing it. */
   readonly invalidPayload: boolean;
@@ -102,7 +98,7 @@ async function readlinkOrEmpty(fs: FsOps, p: string): Promise<string> {
   try {
     return await fs.readlink(p);
   } catch (err) {
-    if (errno(err) === 'ENOENT') return '';
+    if (errnoCode(err) === 'ENOENT') return '';
     throw err;
   }
 }
@@ -150,7 +146,7 @@ async function shouldWriteFile(fs: FsOps, p: string, content: Buffer): Promise<b
   } catch (err) {
     // ENOTDIR too: a file in the old set became a directory in the new one.
     // (kubelet only treats ENOENT as "missing" and fails the write forever.)
-    if (errno(err) === 'ENOENT' || errno(err) === 'ENOTDIR') return true;
+    if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return true;
   }
   return !content.equals(await fs.readFile(p));
 }
@@ -180,7 +176,7 @@ async function newTimestampDir(fs: FsOps, targetDir: string, now: Date): Promise
     try {
       await fs.mkdir(dir, 0o700);
     } catch (err) {
-      if (errno(err) === 'EEXIST') continue;
+      if (errnoCode(err) === 'EEXIST') continue;
       throw err;
     }
     // 0755 lets group and other traverse the tree whatever the umask.
@@ -195,7 +191,7 @@ async function mkdirParents(fs: FsOps, dir: string, rel: string): Promise<void> 
   const parts = rel.split('/').slice(0, -1);
   for (let i = 1; i <= parts.length; i++) {
     await fs.mkdir(join(dir, ...parts.slice(0, i)), 0o777).catch((err) => {
-      if (errno(err) !== 'EEXIST') throw err;
+      if (errnoCode(err) !== 'EEXIST') throw err;
     });
   }
 }
@@ -226,7 +222,7 @@ async function createUserVisibleFiles(
     try {
       await fs.readlink(join(targetDir, linkName));
     } catch (err) {
-      if (errno(err) !== 'ENOENT') continue;
+      if (errnoCode(err) !== 'ENOENT') continue;
       await fs.symlink(join(DATA_DIR_NAME, linkName), join(targetDir, linkName));
     }
   }
@@ -237,7 +233,7 @@ async function removePath(fs: FsOps, p: string): Promise<void> {
   try {
     await fs.unlink(p);
   } catch (err) {
-    if (errno(err) === 'EISDIR' || errno(err) === 'EPERM') await fs.rmdir(p);
+    if (errnoCode(err) === 'EISDIR' || errnoCode(err) === 'EPERM') await fs.rmdir(p);
     else throw err;
   }
 }
@@ -251,7 +247,7 @@ async function removeUserVisiblePaths(fs: FsOps, targetDir: string, paths: Set<s
       await removePath(fs, join(targetDir, p));
     } catch (err) {
       // Already gone is the desired state (kubelet would report an error here).
-      if (errno(err) !== 'ENOENT') lastErr = err;
+      if (errnoCode(err) !== 'ENOENT') lastErr = err;
     }
   }
   if (lastErr !== undefined) throw lastErr;
@@ -277,7 +273,7 @@ export async function writeAtomically(
   try {
     await fs.stat(targetDir);
   } catch (err) {
-    if (errno(err) === 'ENOENT') {
+    if (errnoCode(err) === 'ENOENT') {
       throw new AtomicWriteError(ctx, `target directory ${shownDir} does not exist`, err);
     }
   }
@@ -361,7 +357,7 @@ export async function writeAtomically(
     const newDataDirPath = join(targetDir, NEW_DATA_DIR_NAME);
     try {
       await fs.unlink(newDataDirPath).catch((err) => {
-        if (errno(err) !== 'ENOENT') throw err;
+        if (errnoCode(err) !== 'ENOENT') throw err;
       });
       await fs.symlink(tsDirName, newDataDirPath);
     } catch (err) {
