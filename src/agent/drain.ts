@@ -82,23 +82,16 @@ async function directoriesBelow(root: string, rel: string): Promise<string[]> {
   return out;
 }
 
-async function removeMarkBeneath(root: string): Promise<void> {
-  let dir: Awaited<ReturnType<typeof openDirBeneath>>;
-  try {
-    dir = await openDirBeneath(root, ROOT_MARK_DIR);
-  } catch {
-    return;
-  }
-  try {
-    await unlink(dir.child(ROOT_MARK_FILE));
-  } catch {
-    // Gone already, or not a file podvol can remove: it stays.
-  } finally {
-    await dir.close();
-  }
-}
-
-async function removeEmptyDirBeneath(root: string, rel: string): Promise<void> {
+/**
+ * Removes the entry `rel` below `root` with `remove` (unlink or rmdir), through
+ * a directory opened without following symlinks. What cannot be removed (gone
+ * already, not empty, a mount point, not what `remove` removes) stays.
+ */
+async function removeBeneath(
+  root: string,
+  rel: string,
+  remove: (path: string) => Promise<void>,
+): Promise<void> {
   const parts = rel.split('/');
   const name = parts.pop() ?? '';
   let dir: Awaited<ReturnType<typeof openDirBeneath>>;
@@ -108,9 +101,9 @@ async function removeEmptyDirBeneath(root: string, rel: string): Promise<void> {
     return;
   }
   try {
-    await rmdir(dir.child(name));
+    await remove(dir.child(name));
   } catch {
-    // Not empty, a mount point, not a directory, or gone: it stays (or is already gone).
+    // It stays (or is already gone).
   } finally {
     await dir.close();
   }
@@ -211,8 +204,8 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
       'plugins',
     ];
     // Nothing of a pod is left, so the root directory's mark goes too: an empty root needs no adopting.
-    await removeMarkBeneath(rootDir);
-    for (const rel of own) await removeEmptyDirBeneath(rootDir, rel);
+    await removeBeneath(rootDir, `${ROOT_MARK_DIR}/${ROOT_MARK_FILE}`, unlink);
+    for (const rel of own) await removeBeneath(rootDir, rel, rmdir);
     for (const mp of await mountsBelow(stack.mounter, rootDir)) {
       report.leftovers.push({
         what: mp,

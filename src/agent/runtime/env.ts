@@ -83,6 +83,20 @@ export async function containerEnv(
   const configMap = cached('configMap', (namespace, name) => host.getConfigMapFunc()(namespace, name));
   const secret = cached('secret', (namespace, name) => host.getSecretFunc()(namespace, name));
   const decode = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
+  /** The key an env var names (configMapKeyRef, secretKeyRef); undefined when an optional one is missing. */
+  const keyValue = async (
+    kind: 'ConfigMap' | 'Secret',
+    get: (name: string, optional: boolean) => Promise<{ data?: Record<string, string> } | undefined>,
+    ref: { name?: string; key: string; optional?: boolean },
+  ): Promise<string | undefined> => {
+    const optional = ref.optional === true;
+    const obj = await get(ref.name ?? '', optional);
+    if (!obj) return undefined;
+    const value = ownValue(obj.data, ref.key);
+    if (value === undefined && !optional)
+      throw new Error(`couldn't find key ${ref.key} in ${kind} ${ns}/${ref.name}`);
+    return value;
+  };
 
   const env = new Map<string, string>();
   // envFrom first; env then overrides it.
@@ -113,26 +127,12 @@ export async function containerEnv(
         host.getNodeAllocatable(),
       );
     } else if (e.valueFrom?.configMapKeyRef) {
-      const ref = e.valueFrom.configMapKeyRef;
-      const optional = ref.optional === true;
-      const cm = await configMap(ref.name ?? '', optional);
-      if (!cm) continue;
-      const text = ownValue(cm.data, ref.key);
-      if (text === undefined) {
-        if (optional) continue;
-        throw new Error(`couldn't find key ${ref.key} in ConfigMap ${ns}/${ref.name}`);
-      }
+      const text = await keyValue('ConfigMap', configMap, e.valueFrom.configMapKeyRef);
+      if (text === undefined) continue;
       value = text;
     } else if (e.valueFrom?.secretKeyRef) {
-      const ref = e.valueFrom.secretKeyRef;
-      const optional = ref.optional === true;
-      const s = await secret(ref.name ?? '', optional);
-      if (!s) continue;
-      const encoded = ownValue(s.data, ref.key);
-      if (encoded === undefined) {
-        if (optional) continue;
-        throw new Error(`couldn't find key ${ref.key} in Secret ${ns}/${ref.name}`);
-      }
+      const encoded = await keyValue('Secret', secret, e.valueFrom.secretKeyRef);
+      if (encoded === undefined) continue;
       value = decode(encoded);
     }
     env.set(e.name, value);

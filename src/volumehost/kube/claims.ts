@@ -42,38 +42,29 @@ export class ClaimWatches implements ClaimLookup {
   /** `owner` (a pod UID) uses claim namespace/name. */
   registerClaim(namespace: string, name: string, owner: string): void {
     const key = `${namespace}/${name}`;
-    const have = this.#claims.get(key);
-    if (have) {
-      have.owners.add(owner);
-      return;
-    }
-    const reflector = new Reflector<V1PersistentVolumeClaim>({
-      ...informerTuning(this.#o),
-      name: `persistentvolumeclaim ${key}`,
-      watchPath: `/api/v1/namespaces/${encodeURIComponent(namespace)}/persistentvolumeclaims`,
-      list: (opts: ListOptions) => this.#core.listNamespacedPersistentVolumeClaim({ namespace, ...opts }),
-      fieldSelector: `metadata.name=${name}`,
-      keyOf: (o) => o.metadata?.name ?? '',
-    });
-    const changed = () => {
-      this.#followBinding(key, reflector.get(name)?.spec?.volumeName);
-      this.#emit();
-    };
-    const off = reflector.onChange(changed);
-    this.#claims.set(key, { owners: new Set([owner]), reflector, off });
-    void reflector.start().then(changed);
+    addOwner(
+      this.#claims,
+      key,
+      owner,
+      () =>
+        new Reflector<V1PersistentVolumeClaim>({
+          ...informerTuning(this.#o),
+          name: `persistentvolumeclaim ${key}`,
+          watchPath: `/api/v1/namespaces/${encodeURIComponent(namespace)}/persistentvolumeclaims`,
+          list: (opts: ListOptions) => this.#core.listNamespacedPersistentVolumeClaim({ namespace, ...opts }),
+          fieldSelector: `metadata.name=${name}`,
+          keyOf: (o) => o.metadata?.name ?? '',
+        }),
+      (reflector) => {
+        this.#followBinding(key, reflector.get(name)?.spec?.volumeName);
+        this.#emit();
+      },
+    );
   }
 
   unregisterClaim(namespace: string, name: string, owner: string): void {
     const key = `${namespace}/${name}`;
-    const w = this.#claims.get(key);
-    if (!w) return;
-    w.owners.delete(owner);
-    if (w.owners.size > 0) return;
-    this.#claims.delete(key);
-    w.off();
-    void w.reflector.stop();
-    this.#followBinding(key, undefined);
+    if (removeOwner(this.#claims, key, owner)) this.#followBinding(key, undefined);
   }
 
   #followBinding(claimKey: string, volumeName: string | undefined): void {
@@ -89,32 +80,25 @@ export class ClaimWatches implements ClaimLookup {
   }
 
   #registerVolume(name: string, owner: string): void {
-    const have = this.#volumes.get(name);
-    if (have) {
-      have.owners.add(owner);
-      return;
-    }
-    const reflector = new Reflector<V1PersistentVolume>({
-      ...informerTuning(this.#o),
-      name: `persistentvolume ${name}`,
-      watchPath: '/api/v1/persistentvolumes',
-      list: (opts: ListOptions) => this.#core.listPersistentVolume(opts),
-      fieldSelector: `metadata.name=${name}`,
-      keyOf: (o) => o.metadata?.name ?? '',
-    });
-    const off = reflector.onChange(() => this.#emit());
-    this.#volumes.set(name, { owners: new Set([owner]), reflector, off });
-    void reflector.start().then(() => this.#emit());
+    addOwner(
+      this.#volumes,
+      name,
+      owner,
+      () =>
+        new Reflector<V1PersistentVolume>({
+          ...informerTuning(this.#o),
+          name: `persistentvolume ${name}`,
+          watchPath: '/api/v1/persistentvolumes',
+          list: (opts: ListOptions) => this.#core.listPersistentVolume(opts),
+          fieldSelector: `metadata.name=${name}`,
+          keyOf: (o) => o.metadata?.name ?? '',
+        }),
+      () => this.#emit(),
+    );
   }
 
   #unregisterVolume(name: string, owner: string): void {
-    const w = this.#volumes.get(name);
-    if (!w) return;
-    w.owners.delete(owner);
-    if (w.owners.size > 0) return;
-    this.#volumes.delete(name);
-    w.off();
-    void w.reflector.stop();
+    removeOwner(this.#volumes, name, owner);
   }
 
   claim(namespace: string, name: string): Peek<V1PersistentVolumeClaim> {
@@ -136,6 +120,44 @@ export class ClaimWatches implements ClaimLookup {
       }),
     );
   }
+}
+
+/**
+ * Adds `owner` to the watch `key`; the first owner creates and starts its
+ * reflector, and `changed` runs on every change and once the first list is in.
+ */
+function addOwner<T extends KubeObject>(
+  watches: Map<string, Watched<T>>,
+  key: string,
+  owner: string,
+  make: () => Reflector<T>,
+  changed: (reflector: Reflector<T>) => void,
+): void {
+  const have = watches.get(key);
+  if (have) {
+    have.owners.add(owner);
+    return;
+  }
+  const reflector = make();
+  const off = reflector.onChange(() => changed(reflector));
+  watches.set(key, { owners: new Set([owner]), reflector, off });
+  void reflector.start().then(() => changed(reflector));
+}
+
+/** Removes `owner` from the watch `key`; the last owner stops it (and true is returned). */
+function removeOwner<T extends KubeObject>(
+  watches: Map<string, Watched<T>>,
+  key: string,
+  owner: string,
+): boolean {
+  const w = watches.get(key);
+  if (!w) return false;
+  w.owners.delete(owner);
+  if (w.owners.size > 0) return false;
+  watches.delete(key);
+  w.off();
+  void w.reflector.stop();
+  return true;
 }
 
 function peek<T extends KubeObject>(w: Watched<T> | undefined, name: string): Peek<T> {
