@@ -110,24 +110,6 @@ function secretPayload(
   );
 }
 
-/**
- * Fetches an object a volume names; an optional one that does not exist stands
- * for an empty one. Any other failure is a VolumeError with its /status reason.
- */
-async function fetchObject<T>(
-  kind: 'Secret' | 'ConfigMap',
-  fetch: () => Promise<T>,
-  empty: T,
-  optional: boolean,
-): Promise<T> {
-  try {
-    return await fetch();
-  } catch (err) {
-    if (optional && isNotFound(err)) return empty;
-    throw fetchError(kind, err);
-  }
-}
-
 /** What a secret or configMap volume, or projected source, says about its object. */
 export interface ObjectRef {
   name: string;
@@ -135,26 +117,58 @@ export interface ObjectRef {
   optional?: boolean;
 }
 
-/** The files of a secret volume (or projected source): the secret fetched, then its keys. */
-export async function secretFiles(
-  host: VolumeHost,
-  namespace: string,
+type Payload<T> = (
+  items: V1KeyToPath[] | undefined,
+  obj: T,
+  defaultMode: number | undefined,
+  optional: boolean,
+) => Map<string, FileProjection>;
+
+/**
+ * The files of an object a volume names: fetched (an optional one that does
+ * not exist stands for an empty one; any other failure is a VolumeError with
+ * its /status reason), then its keys.
+ */
+async function objectFiles<T>(
+  kind: 'Secret' | 'ConfigMap',
+  fetch: () => Promise<T>,
+  empty: T,
+  payload: Payload<T>,
   ref: ObjectRef,
   defaultMode: number | undefined,
 ): Promise<Map<string, FileProjection>> {
   const optional = ref.optional === true;
-  const secret = await fetchObject('Secret', () => host.getSecretFunc()(namespace, ref.name), {}, optional);
-  return secretPayload(ref.items, secret, defaultMode, optional);
+  let obj: T;
+  try {
+    obj = await fetch();
+  } catch (err) {
+    if (!optional || !isNotFound(err)) throw fetchError(kind, err);
+    obj = empty;
+  }
+  return payload(ref.items, obj, defaultMode, optional);
 }
 
-/** The files of a configMap volume (or projected source): the configMap fetched, then its keys. */
-export async function configMapFiles(
+/** The files of a secret volume (or projected source). */
+export const secretFiles = (
   host: VolumeHost,
   namespace: string,
   ref: ObjectRef,
   defaultMode: number | undefined,
-): Promise<Map<string, FileProjection>> {
-  const optional = ref.optional === true;
-  const cm = await fetchObject('ConfigMap', () => host.getConfigMapFunc()(namespace, ref.name), {}, optional);
-  return configMapPayload(ref.items, cm, defaultMode, optional);
-}
+) =>
+  objectFiles('Secret', () => host.getSecretFunc()(namespace, ref.name), {}, secretPayload, ref, defaultMode);
+
+/** The files of a configMap volume (or projected source). */
+export const configMapFiles = (
+  host: VolumeHost,
+  namespace: string,
+  ref: ObjectRef,
+  defaultMode: number | undefined,
+) =>
+  objectFiles(
+    'ConfigMap',
+    () => host.getConfigMapFunc()(namespace, ref.name),
+    {},
+    configMapPayload,
+    ref,
+    defaultMode,
+  );
