@@ -114,7 +114,7 @@ function containerErrors(spec: Obj): string[] {
   return errs;
 }
 
-/** Whole-pod problems that make a document unusable (per-volume ones are validate.ts's job). */
+/** Whole-pod problems that make a document unusable (per-volume ones are plugins/validation.ts's job). */
 function podErrors(doc: Obj): string[] {
   const meta = doc.metadata;
   if (!isObj(meta)) return ['metadata: Required value'];

@@ -19,7 +19,7 @@ export interface VolumeStatus {
   reason: VolumeReason | '';
   message: string;
   attempts: number;
-  /** RFC 3339 time the volume was first desired (or, while unmounting, found): what AGE counts from. */
+  /** RFC 3339 time the volume was first desired: what AGE counts from. Absent once it is no longer desired (unmounting, or dropped from the spec). */
   since?: string;
   /** The CSI driver of a CSI volume. */
   driver?: string;
