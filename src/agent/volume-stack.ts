@@ -11,7 +11,7 @@ import type * as mount from '../mount/types.ts';
 import { csiPlugin } from '../plugins/csi/csi-plugin.ts';
 import { DriversStore } from '../plugins/csi/drivers.ts';
 import { lazyCSIProto } from '../plugins/csi/grpc-status.ts';
-import { csiRegistrationHandler, noNodeInfo } from '../plugins/csi/registration.ts';
+import { csiRegistrationHandler, type NodeInfoManager, noNodeInfo } from '../plugins/csi/registration.ts';
 import { probeVolumePlugins } from '../plugins/index.ts';
 import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import { type ClusterBackend, createVolumeHost } from '../volumehost/host.ts';
@@ -19,7 +19,6 @@ import type { VolumeHost } from '../volumehost/types.ts';
 import { PluginWatcher } from './plugin-watcher.ts';
 
 type CSIOptions = Parameters<typeof csiPlugin>[0];
-type NodeInfo = Parameters<typeof csiRegistrationHandler>[0]['nodeInfo'];
 
 export interface VolumeStackOptions {
   rootDir: string;
@@ -36,7 +35,7 @@ export interface VolumeStackOptions {
   /** CSI: per-call observation (metrics). */
   observeCSI?: CSIOptions['observe'];
   /** CSI: the CSINode/annotation manager a driver's registration updates; none without a cluster. */
-  csiNodeInfo?: NodeInfo;
+  csiNodeInfo?: NodeInfoManager;
 }
 
 export interface VolumeStack {

@@ -9,6 +9,8 @@ export type CommandModule = (program: Command) => void;
 export const EXIT_OK = 0;
 export const EXIT_FAILURE = 1;
 export const EXIT_USAGE = 2;
+/** status, mounts, wait: no podvol answered (or it answered with something unusable). */
+export const EXIT_UNREACHABLE = 3;
 
 /** Records a command's exit code for main() to return. */
 export function setExitCode(cmd: Command, code: number): void {

@@ -7,10 +7,9 @@ import { type Command, Option } from 'commander';
 import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
 import { callRuntime, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
 import { errorMessage } from '../errno.ts';
-import { EXIT_FAILURE, EXIT_OK, setExitCode, usageError } from './command.ts';
+import { EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, setExitCode, usageError } from './command.ts';
 import { runtimeSocketOption } from './options.ts';
 
-export const EXIT_UNREACHABLE = 3;
 const REQUEST_TIMEOUT_MS = 30_000;
 
 interface MountsFlags {

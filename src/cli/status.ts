@@ -3,13 +3,12 @@
 import { type Command, Option } from 'commander';
 import {
   DEFAULT_SERVER,
-  EXIT_UNREACHABLE,
   normalizeServer,
   runStatus,
   type StatusFormat,
   statusFormats,
 } from '../agent/ops/status.ts';
-import { setExitCode } from './command.ts';
+import { EXIT_UNREACHABLE, setExitCode } from './command.ts';
 import { argumentParser } from './options.ts';
 
 const asServer = argumentParser(normalizeServer);

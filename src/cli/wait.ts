@@ -6,8 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
 import { callRuntime, PodNotKnownError, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
 import { errorMessage } from '../errno.ts';
-import { EXIT_FAILURE, EXIT_OK, setExitCode, usageError } from './command.ts';
-import { EXIT_UNREACHABLE } from './mounts.ts';
+import { EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, setExitCode, usageError } from './command.ts';
 import { parseGoDuration, runtimeSocketOption } from './options.ts';
 
 /** Go durations (kubelet's flags), or plain seconds; milliseconds. */

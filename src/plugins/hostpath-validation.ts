@@ -1,5 +1,7 @@
 // hostPath's validation (k/k validateHostPathVolumeSource, plus the node's own
 // refusals): a node agent fails just this volume, with the API server's wording.
+
+import { hasBacksteps } from '../volumehost/paths.ts';
 import { type Add, nulByteError, type Obj, q } from './util/field-errors.ts';
 
 const HOST_PATH_TYPES = [
@@ -20,8 +22,7 @@ export function validateHostPathSource(src: Obj, field: string, add: Add): void 
   } else {
     // A relative path is admitted, as by the API server; the plugin resolves it
     // against / (kubelet's working directory under systemd and in a pod).
-    if (p.split('/').includes('..'))
-      add('InvalidPath', `${field}.path: Invalid value: ${q(p)}: must not contain '..'`);
+    if (hasBacksteps(p)) add('InvalidPath', `${field}.path: Invalid value: ${q(p)}: must not contain '..'`);
     for (const e of nulByteError(p, `${field}.path`)) add('InvalidPath', e.message, e.nodeOnly);
   }
   const t = src.type ?? '';

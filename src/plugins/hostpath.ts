@@ -7,6 +7,7 @@ import { errnoCode, errorMessage } from '../errno.ts';
 import { type DeadlineStat, statWithDeadline } from '../mount/deadline-stat.ts';
 import { type FsOps, nodeFsOps, O_APPEND, O_CREAT, O_WRONLY } from '../volumehost/fs.ts';
 import { resolveInRoot } from '../volumehost/hostroot.ts';
+import { hasBacksteps } from '../volumehost/paths.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { type Mounter, type Spec, VolumeError, type VolumePlugin } from './types.ts';
 
@@ -140,7 +141,7 @@ export async function checkHostPathType(path: string, type: string, fs: FsOps = 
 
 /** validation.ValidatePathNoBacksteps. */
 export function validatePathNoBacksteps(path: string): void {
-  if (path.split('/').includes('..')) {
+  if (hasBacksteps(path)) {
     throw new VolumeError('InvalidPath', `invalid HostPath \`${path}\`: must not contain '..'`);
   }
 }

@@ -11,7 +11,7 @@ import { dirname } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { errnoCode, errorMessage } from '../errno.ts';
 import { resolveInRoot } from '../volumehost/hostroot.ts';
-import { escapeQualifiedName } from '../volumehost/paths.ts';
+import { escapeQualifiedName, hasBacksteps } from '../volumehost/paths.ts';
 import { relativeBeneath } from '../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import {
@@ -30,11 +30,8 @@ import { setVolumeOwnership } from './volume-ownership.ts';
 export const localPluginName = 'kubernetes.io/local-volume';
 const escaped = escapeQualifiedName(localPluginName);
 
-/** validation.ValidatePathNoBacksteps: no '..' element. */
-const hasBacksteps = (path: string) => path.split('/').includes('..');
-
 export function localVolumePlugin(): VolumePlugin {
-  let host!: VolumeHost;
+  let host: VolumeHost;
   // kubelet's volumeLocks: SetUps of one local path run one at a time (the fsGroup check looks at the others).
   const locks = new KeyedMutex();
   const podVolumeDir = (uid: string, name: string) => host.getPodVolumeDir(uid, escaped, name);

@@ -7,6 +7,9 @@ export const escapeQualifiedName = (name: string): string => name.replaceAll('/'
 /** Inverse of escapeQualifiedName, for volume directories read back from disk. */
 export const unescapeQualifiedName = (name: string): string => name.replaceAll('~', '/');
 
+/** ValidatePathNoBacksteps's rule (k/k pkg/volume/validation): a `..` element anywhere in the path. */
+export const hasBacksteps = (path: string): boolean => path.split('/').includes('..');
+
 export const podsDir = (root: string) => join(root, 'pods');
 export const podDir = (root: string, uid: string) => join(root, 'pods', uid);
 export const podVolumesDir = (root: string, uid: string) => join(podDir(root, uid), 'volumes');

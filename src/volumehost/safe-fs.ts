@@ -31,6 +31,7 @@ import {
   O_TRUNC,
   O_WRONLY,
 } from './fs.ts';
+import { hasBacksteps } from './paths.ts';
 
 // libuv adds O_CLOEXEC to every open(2) itself.
 const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
@@ -87,7 +88,7 @@ export function splitBeneath(rel: string, displayRoot = ''): string[] {
  * path that is not lexically below root or that contains `..`.
  */
 export function relativeBeneath(root: string, path: string): string {
-  if (path.split('/').includes('..')) throw new UnsafePathError('badPath', path, "must not contain '..'");
+  if (hasBacksteps(path)) throw new UnsafePathError('badPath', path, "must not contain '..'");
   const r = resolve(root);
   const p = resolve(path);
   if (p === r) return '';

@@ -2,6 +2,7 @@
 // kubectl prints resources. Talking to the daemon is the only I/O here; the
 // table itself is built by a pure function so tests can pin it exactly.
 
+import { EXIT_UNREACHABLE } from '../../cli/command.ts';
 import { errorMessage, fieldOf } from '../../errno.ts';
 import type { SourceError } from '../pods/types.ts';
 import type { PodStatus } from '../volumemanager/status.ts';
@@ -10,8 +11,6 @@ import { formatTable } from './table.ts';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:10280';
 export const STATUS_TIMEOUT_MS = 10_000;
-/** Exit code when no podvol answers or it answers with something unusable. */
-export const EXIT_UNREACHABLE = 3;
 
 export type StatusFormat = 'table' | 'wide' | 'json';
 export const statusFormats: readonly StatusFormat[] = ['table', 'wide', 'json'];

@@ -9,6 +9,7 @@ import { isAbsolute } from 'node:path';
 import type { V1Container, V1Pod, V1VolumeMount } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
 import { resolveInRoot } from '../../volumehost/hostroot.ts';
+import { hasBacksteps } from '../../volumehost/paths.ts';
 import type { SubPather } from '../../volumehost/subpath.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import { containerEnv, expandSubPathExpr } from './env.ts';
@@ -93,11 +94,6 @@ export function propagationOption(mount: V1VolumeMount, privileged: boolean, fie
   }
 }
 
-/** ValidatePathNoBacksteps (pkg/volume/validation). */
-export function validatePathNoBacksteps(p: string): void {
-  if (p.split('/').includes('..')) throw new Error("must not contain '..'");
-}
-
 /** What makeMounts needs to create a subPath bind mount (volumehost/subpath.ts). */
 export type SubPathPreparer = Pick<SubPather, 'prepare'>;
 
@@ -144,12 +140,10 @@ export async function makeMounts(
       if (isAbsolute(subPath)) {
         throw invalidMount('InvalidSubPath', `error SubPath \`${subPath}\` must not be an absolute path`);
       }
-      try {
-        validatePathNoBacksteps(subPath);
-      } catch (err) {
+      if (hasBacksteps(subPath)) {
         throw invalidMount(
           'InvalidSubPath',
-          `unable to provision SubPath \`${subPath}\`: ${errorMessage(err)}`,
+          `unable to provision SubPath \`${subPath}\`: must not contain '..'`,
         );
       }
     }

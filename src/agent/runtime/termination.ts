@@ -14,6 +14,7 @@ import { errorMessage, fieldOf } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import { podVolumeRecordsDir, podVolumeRecordsRoot } from '../../volumehost/paths.ts';
 import { parseOwnDocument } from '../own-document.ts';
+import type { Terminating } from '../volumemanager/status.ts';
 
 export const DEFAULT_TERMINATION_GRACE_SECONDS = 30;
 
@@ -29,12 +30,6 @@ interface Entry {
   /** When the pod stopped being desired, and until when its volumes are held. */
   since?: number;
   deadline?: number;
-}
-
-export interface Terminating {
-  since: string;
-  deadline: string;
-  secondsLeft: number;
 }
 
 const isStatic = (pod: V1Pod) => pod.metadata?.annotations?.['kubernetes.io/config.source'] === 'file';

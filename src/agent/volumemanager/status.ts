@@ -6,7 +6,7 @@ import type { VolumeReason } from '../../reasons.ts';
 import type { ActualStateOfWorld, MountedVolume } from './actual-state.ts';
 import type { DesiredStateOfWorld, VolumeToMount } from './desired-state.ts';
 import type { OperationExecutor } from './operation-executor.ts';
-import type { VolumeUsage } from './volume-stats.ts';
+import type { EmptyDirUsage } from './volume-stats.ts';
 
 export type VolumeState = 'mounted' | 'pending' | 'failed' | 'unmounting';
 
@@ -68,7 +68,7 @@ export function buildStatus(
   executor: OperationExecutor,
   podErrors: Map<string, string>,
   phaseOf: (podUID: string, innerName: string, pluginName: string) => string | undefined = () => undefined,
-  usage: (key: string) => VolumeUsage | undefined = () => undefined,
+  usage: (key: string) => EmptyDirUsage | undefined = () => undefined,
   hooks?: StatusHooks,
   onlyUID?: string,
 ): PodStatus[] {

@@ -14,7 +14,7 @@ import { VOLUME_STATS_PERIOD_MS, type VolumeManagerContext } from './context.ts'
 
 export const SizeLimitExceeded = 'SizeLimitExceeded';
 
-export interface VolumeUsage {
+export interface EmptyDirUsage {
   usedBytes: number;
   /** The emptyDir's sizeLimit as Quantity.String() prints it, when it has one. */
   sizeLimit?: string;
@@ -41,7 +41,7 @@ export class EmptyDirStats {
   readonly #ctx: VolumeManagerContext;
   readonly #periodMs: number;
   readonly #now: () => number;
-  readonly #usage = new Map<string, VolumeUsage>();
+  readonly #usage = new Map<string, EmptyDirUsage>();
   #last = Number.NEGATIVE_INFINITY;
   #running: Promise<void> | undefined;
 
@@ -52,7 +52,7 @@ export class EmptyDirStats {
     this.#now = opts.now ?? Date.now;
   }
 
-  get(key: string): VolumeUsage | undefined {
+  get(key: string): EmptyDirUsage | undefined {
     return this.#usage.get(key);
   }
 

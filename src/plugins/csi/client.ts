@@ -47,7 +47,7 @@ export interface NodePublishRequest {
   volume_context: Record<string, string>;
 }
 
-export interface NodeInfo {
+export interface NodeGetInfoResponse {
   node_id: string;
   max_volumes_per_node: string;
   accessible_topology: { segments: Record<string, string> } | null;
@@ -126,7 +126,7 @@ export class CSIClient {
     return this.#call('Identity', 'GetPluginInfo', {});
   }
 
-  nodeGetInfo(): Promise<NodeInfo> {
+  nodeGetInfo(): Promise<NodeGetInfoResponse> {
     return this.#call('Node', 'NodeGetInfo', {});
   }
 

@@ -3,6 +3,7 @@
 // inside the volume, file modes and the `items` lists of KeyToPath/downwardAPI.
 
 import type { VolumeReason } from '../../reasons.ts';
+import { hasBacksteps } from '../../volumehost/paths.ts';
 
 export interface VolumeProblem {
   reason: VolumeReason;
@@ -55,7 +56,7 @@ export function descendingPathErrors(path: unknown, field: string, allowEmpty = 
   const errs: FieldError[] = [];
   if (path.startsWith('/'))
     errs.push({ message: `${field}: Invalid value: ${q(path)}: must be a relative path` });
-  if (path.split('/').includes('..'))
+  if (hasBacksteps(path))
     errs.push({ message: `${field}: Invalid value: ${q(path)}: must not contain '..'` });
   errs.push(...nulByteError(path, field));
   return errs;
