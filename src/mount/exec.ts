@@ -1,6 +1,7 @@
 // The only place the mount layer starts processes. Commands are argv arrays
-// (execa never uses a shell here) and always carry a timeout. The runner is a
-// plain function so tests can wrap it to count or fake what gets started.
+// (never a shell) and always carry a timeout. The runner is a plain function
+// so tests can wrap it to count or fake what gets started.
+import { Worker } from 'node:worker_threads';
 import { execa } from 'execa';
 import { errnoCode } from '../errno.ts';
 
@@ -21,12 +22,50 @@ export interface RunResult {
   timedOut: boolean;
   /** Set when the process could not be started at all (e.g. ENOENT for a missing binary). */
   spawnErrorCode: string | undefined;
+  /**
+   * Settles when the process has really exited. After a timed-out result it
+   * may still be pending: a process stuck in uninterruptible sleep outlives
+   * SIGKILL, and callers that must not start another one meanwhile (one stat
+   * probe per path, deadline-stat.ts) wait for this. Absent from fakes.
+   */
+  exited?: Promise<void>;
 }
 
 export type CommandRunner = (req: RunRequest) => Promise<RunResult>;
 
 /** Grace after SIGTERM before SIGKILL. */
 const KILL_GRACE_MS = 2000;
+
+/** The result a runner gives for a process that outlived its deadline, the kill and the grace. */
+const abandonedResult = (): RunResult => ({
+  exitCode: undefined,
+  signal: undefined,
+  output: '',
+  timedOut: true,
+  spawnErrorCode: undefined,
+});
+
+/**
+ * Resolves with `finished`, or with an abandoned result at the deadline plus
+ * the kill grace (and a second) if the process never exits; `exited` tells
+ * when it finally does.
+ */
+async function withAbandon(finished: Promise<RunResult>, timeoutMs: number): Promise<RunResult> {
+  const exited = finished.then(
+    () => {},
+    () => {},
+  );
+  let timer: NodeJS.Timeout | undefined;
+  const abandoned = new Promise<RunResult>((resolve) => {
+    timer = setTimeout(() => resolve(abandonedResult()), timeoutMs + KILL_GRACE_MS + 1000);
+    timer.unref();
+  });
+  try {
+    return { ...(await Promise.race([finished, abandoned])), exited };
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /**
  * Runs commands with execa under `LC_ALL=C` (mount-utils matches English
@@ -35,7 +74,7 @@ const KILL_GRACE_MS = 2000;
  * if the child never exits; the child is then left to the kernel.
  */
 export function createExecaRunner(): CommandRunner {
-  return async (req) => {
+  return (req) => {
     const child = execa(req.file, [...req.args], {
       reject: false,
       all: true,
@@ -44,21 +83,6 @@ export function createExecaRunner(): CommandRunner {
       forceKillAfterDelay: KILL_GRACE_MS,
       env: { LC_ALL: 'C', LANG: 'C' },
       stripFinalNewline: true,
-    });
-    let timer: NodeJS.Timeout | undefined;
-    const abandoned = new Promise<RunResult>((resolve) => {
-      timer = setTimeout(
-        () =>
-          resolve({
-            exitCode: undefined,
-            signal: undefined,
-            output: '',
-            timedOut: true,
-            spawnErrorCode: undefined,
-          }),
-        req.timeoutMs + KILL_GRACE_MS + 1000,
-      );
-      timer.unref();
     });
     const finished = child.then((r): RunResult => {
       const code = errnoCode(r);
@@ -71,12 +95,139 @@ export function createExecaRunner(): CommandRunner {
         spawnErrorCode: spawnFailed ? code : undefined,
       };
     });
-    try {
-      return await Promise.race([finished, abandoned]);
-    } finally {
-      clearTimeout(timer);
+    return withAbandon(finished, req.timeoutMs);
+  };
+}
+
+/** What the spawning thread sends back for one request. */
+type ThreadResult = Omit<RunResult, 'exited'> & { id: number };
+
+/**
+ * The body of the spawning thread, evaluated as CommonJS from its source
+ * text (Function.prototype.toString): it needs only node's own modules, so it
+ * runs the same from the sources, the bundle and the single executable,
+ * where no module file exists for a worker to load (nor execa to import).
+ * Same contract as createExecaRunner: argv, no shell, the C locale, stdout and
+ * stderr interleaved, SIGTERM at the deadline and SIGKILL after the grace.
+ */
+function spawningThread(
+  require: (id: string) => unknown,
+  port: import('node:worker_threads').MessagePort,
+  killGraceMs: number,
+): void {
+  const { spawn } = require('node:child_process') as typeof import('node:child_process');
+  const env = { ...process.env, LC_ALL: 'C', LANG: 'C' };
+  port.on('message', (req: RunRequest & { id: number }) => {
+    const chunks: Buffer[] = [];
+    let timedOut = false;
+    let spawnErrorCode: string | undefined;
+    let done = false;
+    const child = spawn(req.file, [...req.args], { env, stdio: ['ignore', 'pipe', 'pipe'], shell: false });
+    child.stdout?.on('data', (b: Buffer) => chunks.push(b));
+    child.stderr?.on('data', (b: Buffer) => chunks.push(b));
+    let kill: NodeJS.Timeout | undefined;
+    const deadline = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGTERM');
+      kill = setTimeout(() => child.kill('SIGKILL'), killGraceMs);
+    }, req.timeoutMs);
+    const finish = (exitCode: number | null, signal: NodeJS.Signals | null) => {
+      if (done) return;
+      done = true;
+      clearTimeout(deadline);
+      clearTimeout(kill);
+      const output = Buffer.concat(chunks)
+        .toString('utf8')
+        .replace(/\r?\n$/, '');
+      const result: ThreadResult = {
+        id: req.id,
+        exitCode: spawnErrorCode || exitCode === null ? undefined : exitCode,
+        signal: signal ?? undefined,
+        output,
+        timedOut,
+        spawnErrorCode,
+      };
+      port.postMessage(result);
+    };
+    child.on('error', (err: NodeJS.ErrnoException) => {
+      // Only a failed spawn reports here without a 'close' to follow.
+      if (child.pid === undefined) {
+        spawnErrorCode = err.code ?? 'ESPAWN';
+        finish(null, null);
+      }
+    });
+    child.on('close', finish);
+  });
+}
+
+/** A runner whose processes are started off the event loop; close() ends its thread. */
+export type ThreadRunner = CommandRunner & { close(): Promise<void> };
+
+/**
+ * createExecaRunner's contract, but every process is started from one worker
+ * thread. Starting a process forks the daemon, and fork copies the page
+ * tables of the whole process on the calling thread: 2 to 10 ms of a
+ * blocked event loop per mount or umount at the daemon's size (more on a
+ * loaded machine), two thousand of them for a pod with a thousand volumes,
+ * which was most of /healthz's tail latency (README, Bounded work). The
+ * thread is started on first use and does not keep the process alive while
+ * no command runs.
+ */
+export function createThreadRunner(): ThreadRunner {
+  let worker: Worker | undefined;
+  let nextId = 0;
+  const pending = new Map<number, (r: RunResult) => void>();
+  const failAll = (code: string) => {
+    for (const [id, resolve] of pending) {
+      pending.delete(id);
+      resolve({ ...abandonedResult(), timedOut: false, spawnErrorCode: code });
     }
   };
+  const thread = (): Worker => {
+    if (worker) return worker;
+    const w = new Worker(
+      `(${spawningThread.toString()})(require, require('node:worker_threads').parentPort, ${KILL_GRACE_MS})`,
+      { eval: true, name: 'podvol-spawn', stdout: false, stderr: false },
+    );
+    w.on('message', (r: ThreadResult) => {
+      const resolve = pending.get(r.id);
+      pending.delete(r.id);
+      const { id: _, ...result } = r;
+      resolve?.(result);
+    });
+    // The thread died (it should not): its commands' results are lost, so they fail; the next starts a new one.
+    const lost = () => {
+      if (worker === w) worker = undefined;
+      failAll('EWORKER');
+    };
+    w.on('error', lost);
+    w.on('exit', lost);
+    worker = w;
+    return w;
+  };
+  // Commands whose result someone waits for: the thread keeps the process alive only while there are any.
+  let waiting = 0;
+  const run: CommandRunner = async (req) => {
+    const id = nextId++;
+    const finished = new Promise<RunResult>((resolve) => pending.set(id, resolve));
+    const w = thread();
+    waiting++;
+    w.ref();
+    w.postMessage({ id, file: req.file, args: [...req.args], timeoutMs: req.timeoutMs });
+    try {
+      return await withAbandon(finished, req.timeoutMs);
+    } finally {
+      // An abandoned process (stuck in the kernel) no longer holds the process open.
+      if (--waiting === 0) worker?.unref();
+    }
+  };
+  return Object.assign(run, {
+    async close() {
+      const w = worker;
+      worker = undefined;
+      await w?.terminate();
+    },
+  });
 }
 
 /** A runner that remembers every request before passing it on; tests use it to prove what ran. */

@@ -6,7 +6,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { errnoCode } from '../errno.ts';
 import { type Logger, silentLogger } from '../logger.ts';
 import { isCorruptedMountError, MountError, MountOptionError } from './errors.ts';
-import { type CommandRunner, createExecaRunner, type RunResult } from './exec.ts';
+import { type CommandRunner, createThreadRunner, type RunResult } from './exec.ts';
 import { findMountHolders, formatHolders } from './holders.ts';
 import {
   isMountPointIn,
@@ -74,7 +74,7 @@ export class LinuxMounter implements Interface {
   #systemd: Promise<boolean> | undefined;
 
   constructor(opts: LinuxMounterOptions = {}) {
-    this.#run = opts.runner ?? createExecaRunner();
+    this.#run = opts.runner ?? createThreadRunner();
     this.#log = opts.logger ?? silentLogger();
     this.#timeoutMs = opts.commandTimeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#mountInfoPath = opts.mountInfoPath ?? PROC_MOUNTINFO;
