@@ -6,6 +6,8 @@
 // the daemon would.
 import { resolve } from 'node:path';
 import type { Logger } from '../logger.ts';
+import { StatProbe } from '../mount/deadline-stat.ts';
+import { createThreadRunner } from '../mount/exec.ts';
 import { createLinuxMounter } from '../mount/linux.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPlugin } from '../plugins/csi/csi-plugin.ts';
@@ -50,13 +52,16 @@ export interface VolumeStack {
 
 export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
   const log = o.logger;
-  const mounter = o.mounter ?? createLinuxMounter({ logger: log, systemd: o.systemdScope ?? 'auto' });
+  // One thread starts every mount, umount and stat process (see createThreadRunner), started on first use.
+  const runner = createThreadRunner();
+  const mounter = o.mounter ?? createLinuxMounter({ logger: log, systemd: o.systemdScope ?? 'auto', runner });
   const pluginMgr = new VolumePluginMgr();
   const host = createVolumeHost({
     rootDir: o.rootDir,
     nodeName: o.nodeName,
     hostRoot: o.hostRoot,
     mounter,
+    statProbe: new StatProbe({ runner }),
     pluginMgr,
     cluster: o.cluster,
     logger: log,

@@ -10,7 +10,13 @@
 // first by coreutils' `stat` in a child process with a deadline: a child stuck
 // in the kernel is killed (a FUSE or NFS wait is killable) or, at worst,
 // abandoned, and the caller gets `timed-out` within the deadline.
-import { type CommandRunner, createExecaRunner } from './exec.ts';
+//
+// A child stuck in the kernel may outlive even SIGKILL (a FUSE request the
+// daemon had read before it stopped waits uninterruptibly), and every retry of
+// the volume would leave one more such child behind. So a StatProbe runs at
+// most one probe per path at a time: callers while it runs share its result,
+// and after it timed out they get that result at once until the child is gone.
+import { type CommandRunner, createExecaRunner, createThreadRunner } from './exec.ts';
 import type { MountInfo } from './types.ts';
 
 /** How long a filesystem may take to answer one stat before it counts as unresponsive. */
@@ -64,9 +70,17 @@ export interface DeadlineStatOptions {
 /**
  * stat (or lstat) of `path` in a child process: its file type, the errno it
  * failed with, or `timed-out` when the filesystem did not answer within the
- * deadline (the volume's reason is then FilesystemUnresponsive).
+ * deadline (the volume's reason is then FilesystemUnresponsive). Every call
+ * starts a process: the daemon goes through a StatProbe instead.
  */
 export async function statWithDeadline(path: string, opts: DeadlineStatOptions = {}): Promise<DeadlineStat> {
+  return (await probeOnce(path, opts)).result;
+}
+
+async function probeOnce(
+  path: string,
+  opts: DeadlineStatOptions,
+): Promise<{ result: DeadlineStat; exited?: Promise<void> }> {
   const timeoutMs = opts.timeoutMs ?? UNRESPONSIVE_AFTER_MS;
   const run = opts.runner ?? createExecaRunner();
   const res = await run({
@@ -74,16 +88,72 @@ export async function statWithDeadline(path: string, opts: DeadlineStatOptions =
     args: [...(opts.follow ? ['-L'] : []), '--printf=%f', '--', path],
     timeoutMs,
   });
+  const { exited } = res;
   if (res.timedOut)
     return {
-      state: 'timed-out',
-      message: `stat ${path}: no answer within ${timeoutMs} ms: the filesystem is not responding (a stopped FUSE daemon or an unreachable NFS server?)`,
+      exited,
+      result: {
+        state: 'timed-out',
+        message: `stat ${path}: no answer within ${timeoutMs} ms: the filesystem is not responding (a stopped FUSE daemon or an unreachable NFS server?)`,
+      },
     };
-  if (res.exitCode === 0 && /^[0-9a-f]+$/.test(res.output)) return { state: 'ok', type: typeOf(res.output) };
+  if (res.exitCode === 0 && /^[0-9a-f]+$/.test(res.output))
+    return { exited, result: { state: 'ok', type: typeOf(res.output) } };
   if (res.spawnErrorCode)
-    return { state: 'error', code: res.spawnErrorCode, message: `cannot run stat: ${res.spawnErrorCode}` };
+    return {
+      exited,
+      result: { state: 'error', code: res.spawnErrorCode, message: `cannot run stat: ${res.spawnErrorCode}` },
+    };
   const text = /: ([^:]+)$/.exec(res.output.trim())?.[1] ?? res.output.trim();
-  return { state: 'error', code: ERRNO_BY_TEXT[text] ?? 'EUNKNOWN', message: `stat ${path}: ${text}` };
+  return {
+    exited,
+    result: { state: 'error', code: ERRNO_BY_TEXT[text] ?? 'EUNKNOWN', message: `stat ${path}: ${text}` },
+  };
+}
+
+/**
+ * The daemon's stat probes (one per daemon, handed out by the volume host): at
+ * most one child per path and mode at a time. A caller arriving while a probe
+ * runs gets that probe's result; once it timed out, callers get the timed-out
+ * result at once for as long as its child lives (the filesystem still has not
+ * answered it), and the next probe starts only after the child is gone.
+ */
+export class StatProbe {
+  readonly #runner: CommandRunner;
+  readonly #timeoutMs: number;
+  readonly #inFlight = new Map<string, Promise<DeadlineStat>>();
+
+  constructor(opts: { runner?: CommandRunner; timeoutMs?: number } = {}) {
+    this.#runner = opts.runner ?? createThreadRunner();
+    this.#timeoutMs = opts.timeoutMs ?? UNRESPONSIVE_AFTER_MS;
+  }
+
+  /** Probes whose child has not exited yet (at most one per path and mode). */
+  inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  stat(path: string, opts: { follow?: boolean } = {}): Promise<DeadlineStat> {
+    const key = `${opts.follow ? 'L' : 'l'}${path}`;
+    const running = this.#inFlight.get(key);
+    if (running) return running;
+    const probe = probeOnce(path, { follow: opts.follow, timeoutMs: this.#timeoutMs, runner: this.#runner });
+    const result = probe.then((p) => p.result);
+    this.#inFlight.set(key, result);
+    const forget = () => {
+      if (this.#inFlight.get(key) === result) this.#inFlight.delete(key);
+    };
+    void probe.then((p) => (p.exited ? p.exited.then(forget) : forget()), forget);
+    return result;
+  }
+
+  /** unresponsiveMounts through this probe. */
+  unresponsiveMounts(
+    mounts: readonly MountInfo[],
+    path: string,
+  ): Promise<{ mountPoint: string; message: string }[]> {
+    return unresponsiveMountsWith(mounts, path, (mp) => this.stat(mp));
+  }
 }
 
 /**
@@ -97,10 +167,18 @@ const SERVED_FS = /^(fuse(\..*|blk|ctl)?|nfs4?|cifs|smb3|ceph|glusterfs|9p|afs|l
  * filesystem) whose filesystem does not answer a stat within the deadline,
  * deepest first. Only served filesystems (FUSE, NFS, CIFS, ...) are probed.
  */
-export async function unresponsiveMounts(
+export function unresponsiveMounts(
   mounts: readonly MountInfo[],
   path: string,
   opts: Omit<DeadlineStatOptions, 'follow'> = {},
+): Promise<{ mountPoint: string; message: string }[]> {
+  return unresponsiveMountsWith(mounts, path, (mp) => statWithDeadline(mp, opts));
+}
+
+async function unresponsiveMountsWith(
+  mounts: readonly MountInfo[],
+  path: string,
+  stat: (mountPoint: string) => Promise<DeadlineStat>,
 ): Promise<{ mountPoint: string; message: string }[]> {
   const candidates = mounts
     .filter((m) => (m.mountPoint === path || m.mountPoint.startsWith(`${path}/`)) && SERVED_FS.test(m.fsType))
@@ -108,7 +186,7 @@ export async function unresponsiveMounts(
     .sort((a, b) => b.length - a.length);
   const out: { mountPoint: string; message: string }[] = [];
   for (const mountPoint of new Set(candidates)) {
-    const st = await statWithDeadline(mountPoint, opts);
+    const st = await stat(mountPoint);
     if (st.state === 'timed-out') out.push({ mountPoint, message: st.message });
   }
   return out;

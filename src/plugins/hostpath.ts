@@ -15,36 +15,48 @@ export const hostPathPluginName = 'kubernetes.io/host-path';
 
 type FileType = 'Directory' | 'File' | 'Socket' | 'CharDevice' | 'BlockDevice';
 
+/** stat(2) following links, with a deadline (the daemon's: its volume host's StatProbe). */
+export type FollowingStat = (path: string) => Promise<DeadlineStat>;
+
+/** A probe of its own per call, for callers without a volume host (tests). */
+const statEachTime: FollowingStat = (path) => statWithDeadline(path, { follow: true });
+
 /**
  * os.Stat of the host path in a child process with a deadline, not through
  * `fs`: the path may be on a filesystem whose server hangs (see
  * deadline-stat.ts). A filesystem that does not answer is
  * FilesystemUnresponsive, and nothing of the daemon waits on it.
  */
-async function statHostPath(path: string): Promise<DeadlineStat> {
-  const st = await statWithDeadline(path, { follow: true });
+async function statHostPath(path: string, stat: FollowingStat): Promise<DeadlineStat> {
+  const st = await stat(path);
   if (st.state === 'timed-out') throw new VolumeError('FilesystemUnresponsive', st.message);
   return st;
 }
 
 /** mount-utils PathExists: ENOENT is "no", any other stat error counts as present but unusable. */
-async function exists(path: string): Promise<boolean> {
-  return (await statHostPath(path)).state === 'ok';
+async function exists(path: string, stat: FollowingStat): Promise<boolean> {
+  return (await statHostPath(path, stat)).state === 'ok';
 }
 
 /** hostutil.GetFileType: stat follows symlinks, as kubelet's does. */
-async function fileType(path: string): Promise<FileType> {
-  const st = await statHostPath(path);
+async function fileType(path: string, stat: FollowingStat): Promise<FileType> {
+  const st = await statHostPath(path, stat);
   if (st.state === 'error') throw new Error(st.message);
   if (st.state === 'ok' && st.type !== 'Symlink' && st.type !== 'Other') return st.type;
   throw new Error('only recognise file, directory, socket, block device and character device');
 }
 
-async function typeMatchedOrError(path: string, expected: FileType, description: string): Promise<void> {
-  if (!(await exists(path))) throw new VolumeError('HostPathNotFound', `hostPath ${path} doesn't exist`);
+async function typeMatchedOrError(
+  path: string,
+  expected: FileType,
+  description: string,
+  stat: FollowingStat,
+): Promise<void> {
+  if (!(await exists(path, stat)))
+    throw new VolumeError('HostPathNotFound', `hostPath ${path} doesn't exist`);
   let actual: FileType;
   try {
-    actual = await fileType(path);
+    actual = await fileType(path, stat);
   } catch (err) {
     if (err instanceof VolumeError) throw err;
     throw new VolumeError(
@@ -107,15 +119,20 @@ async function makeDir(fs: FsOps, path: string): Promise<void> {
   }
 }
 
-export async function checkHostPathType(path: string, type: string, fs: FsOps = nodeFsOps()): Promise<void> {
+export async function checkHostPathType(
+  path: string,
+  type: string,
+  fs: FsOps = nodeFsOps(),
+  stat: FollowingStat = statEachTime,
+): Promise<void> {
   switch (type) {
     case 'DirectoryOrCreate':
-      if (!(await exists(path))) return makeDir(fs, path);
-      return typeMatchedOrError(path, 'Directory', 'directory');
+      if (!(await exists(path, stat))) return makeDir(fs, path);
+      return typeMatchedOrError(path, 'Directory', 'directory', stat);
     case 'Directory':
-      return typeMatchedOrError(path, 'Directory', 'directory');
+      return typeMatchedOrError(path, 'Directory', 'directory', stat);
     case 'FileOrCreate':
-      if (!(await exists(path))) {
+      if (!(await exists(path, stat))) {
         // O_CREATE without O_EXCL, as Go's OpenFile: an existing entry is fine.
         const flags = O_WRONLY | O_APPEND | O_CREAT;
         const fh = await fs.open(path, flags, 0o644).catch((err: NodeJS.ErrnoException) => {
@@ -125,15 +142,15 @@ export async function checkHostPathType(path: string, type: string, fs: FsOps = 
         await fh?.close();
         return;
       }
-      return typeMatchedOrError(path, 'File', 'file');
+      return typeMatchedOrError(path, 'File', 'file', stat);
     case 'File':
-      return typeMatchedOrError(path, 'File', 'file');
+      return typeMatchedOrError(path, 'File', 'file', stat);
     case 'Socket':
-      return typeMatchedOrError(path, 'Socket', 'socket file');
+      return typeMatchedOrError(path, 'Socket', 'socket file', stat);
     case 'CharDevice':
-      return typeMatchedOrError(path, 'CharDevice', 'character device');
+      return typeMatchedOrError(path, 'CharDevice', 'character device', stat);
     case 'BlockDevice':
-      return typeMatchedOrError(path, 'BlockDevice', 'block device');
+      return typeMatchedOrError(path, 'BlockDevice', 'block device', stat);
     default:
       throw new VolumeError('InvalidHostPathType', `${type} is an invalid volume type`);
   }
@@ -177,12 +194,14 @@ export function hostPathPlugin(): VolumePlugin {
           // In a container, the host's files are under --host-root; messages name the host path.
           const root = host.getHostRoot?.() ?? '/';
           const fs = host.getFs().ops;
-          if (root === '/') return checkHostPathType(path, src.type, fs);
+          const probe = host.getStatProbe();
+          const stat: FollowingStat = (p) => probe.stat(p, { follow: true });
+          if (root === '/') return checkHostPathType(path, src.type, fs, stat);
           // resolveInRoot walks the path with lstat: only once its filesystem has answered.
-          await statHostPath(join(root, path));
+          await statHostPath(join(root, path), stat);
           const onHost = await resolveInRoot(root, path, fs);
           try {
-            await checkHostPathType(onHost, src.type, fs);
+            await checkHostPathType(onHost, src.type, fs, stat);
           } catch (err) {
             if (err instanceof VolumeError)
               throw new VolumeError(err.reason, err.message.replaceAll(onHost, path));

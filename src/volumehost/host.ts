@@ -5,6 +5,7 @@ import { statfsSync } from 'node:fs';
 import { availableParallelism, hostname, networkInterfaces, totalmem } from 'node:os';
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
+import { StatProbe } from '../mount/deadline-stat.ts';
 import type * as mount from '../mount/types.ts';
 import type { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import type { Spec } from '../plugins/types.ts';
@@ -48,6 +49,8 @@ export interface VolumeHostOptions {
   fs?: FsOps;
   pluginMgr: VolumePluginMgr;
   exec?: Exec;
+  /** Default: a probe of its own (its processes start from a worker thread). */
+  statProbe?: StatProbe;
   cluster?: ClusterBackend;
   logger?: Logger;
   /** Called when the host reports a problem that is not tied to one volume. */
@@ -100,6 +103,7 @@ const fail = (): Promise<never> => Promise.reject(new ApiError('StandaloneMode',
 export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
   const { rootDir, cluster = {} } = opts;
   const exec = opts.exec ?? createExec();
+  const statProbe = opts.statProbe ?? new StatProbe();
   const fs = createSafeFs(opts.fs ?? nodeFsOps());
   const logRecorder: EventRecorder = {
     eventf(pod: V1Pod, type, reason, message) {
@@ -126,6 +130,7 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
     getMounter: () => opts.mounter,
     getFs: () => fs,
     getExec: () => exec,
+    getStatProbe: () => statProbe,
     getHostName: () => opts.hostName ?? hostname(),
     getHostRoot: () => opts.hostRoot ?? '/',
     getHostIP: () => (cluster.node ? cluster.node()?.hostIP : standaloneHostIP()),

@@ -10,6 +10,7 @@ import type {
   V1Pod,
   V1Secret,
 } from '@kubernetes/client-node';
+import type { StatProbe } from '../mount/deadline-stat.ts';
 import type * as mount from '../mount/types.ts';
 import type { Mounter, Spec, Unmounter, VolumePlugin } from '../plugins/types.ts';
 import type { SafeFs } from './safe-fs.ts';
@@ -55,6 +56,8 @@ export interface VolumeHost extends TrustAnchorSource {
   /** The filesystem plugins create, change and remove things on (`podvol plan` hands them a recording one). */
   getFs(): SafeFs;
   getExec(): Exec;
+  /** stat with a deadline in a child process, one per path at a time, for filesystems that may hang (deadline-stat.ts). */
+  getStatProbe(): StatProbe;
   getHostName(): string;
   /** Where the host's / is (--host-root; '/' unless podvol runs in a container): hostPaths are resolved under it. */
   getHostRoot?(): string;

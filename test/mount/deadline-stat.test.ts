@@ -3,8 +3,8 @@ import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { statWithDeadline, unresponsiveMounts } from '../../src/mount/deadline-stat.ts';
-import type { CommandRunner, RunRequest } from '../../src/mount/exec.ts';
+import { StatProbe, statWithDeadline, unresponsiveMounts } from '../../src/mount/deadline-stat.ts';
+import type { CommandRunner, RunRequest, RunResult } from '../../src/mount/exec.ts';
 import type { MountInfo } from '../../src/mount/types.ts';
 
 test('statWithDeadline: real stat(1) gives the type, follows links when asked, and names the errno', async (t) => {
@@ -66,4 +66,64 @@ test('unresponsiveMounts probes only served filesystems at or below the path, de
   // tmpfs, and mounts beside or outside /v, are never touched.
   assert.deepEqual(calls.map((c) => c.args.at(-1)).sort(), ['/v', '/v/a/fuse', '/v/a/ok']);
   assert.ok(calls.every((c) => c.file === 'stat' && c.timeoutMs === 10 && c.args.includes('--')));
+});
+
+test('StatProbe: one child per path at a time; a timed-out probe answers for its path until its child is gone', async () => {
+  const calls: string[] = [];
+  let exit: () => void = () => {};
+  const answers: ((r: RunResult) => void)[] = [];
+  const runner: CommandRunner = (req) => {
+    calls.push(req.args.join(' '));
+    return new Promise<RunResult>((resolve) => answers.push(resolve));
+  };
+  const probe = new StatProbe({ runner, timeoutMs: 50 });
+  // Two callers while the probe runs share it.
+  const a = probe.stat('/hung/x', { follow: true });
+  const b = probe.stat('/hung/x', { follow: true });
+  assert.equal(calls.length, 1);
+  // Another path, or the same path without following, is its own probe.
+  void probe.stat('/hung/y', { follow: true });
+  void probe.stat('/hung/x');
+  assert.equal(calls.length, 3);
+  const exited = new Promise<void>((resolve) => {
+    exit = resolve;
+  });
+  // The first probe's answer: timed out, its child still alive (stuck in the kernel).
+  answers[0]?.({
+    exitCode: undefined,
+    signal: undefined,
+    output: '',
+    timedOut: true,
+    spawnErrorCode: undefined,
+    exited,
+  });
+  assert.equal((await a).state, 'timed-out');
+  assert.equal(await b, await a);
+  // Retries while the child lives start nothing and get the timed-out answer.
+  assert.equal((await probe.stat('/hung/x', { follow: true })).state, 'timed-out');
+  assert.equal(calls.length, 3);
+  assert.equal(probe.inFlight(), 3);
+  exit();
+  await exited;
+  await new Promise((r) => setImmediate(r));
+  // The child is gone: the next call probes again.
+  void probe.stat('/hung/x', { follow: true });
+  assert.equal(calls.length, 4);
+});
+
+test('StatProbe with real stat(1): types and errors as statWithDeadline, nothing left in flight', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'podvol-dstat-'));
+  t.after(() => rm(dir, { recursive: true, force: true }));
+  await writeFile(join(dir, 'f'), 'x');
+  const probe = new StatProbe();
+  const [d, f, missing] = await Promise.all([
+    probe.stat(dir),
+    probe.stat(join(dir, 'f'), { follow: true }),
+    probe.stat(join(dir, 'nope')),
+  ]);
+  assert.deepEqual(d, { state: 'ok', type: 'Directory' });
+  assert.deepEqual(f, { state: 'ok', type: 'File' });
+  assert.equal(missing.state === 'error' && missing.code, 'ENOENT');
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(probe.inFlight(), 0);
 });

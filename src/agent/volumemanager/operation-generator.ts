@@ -2,7 +2,7 @@
 // reconciler hands to the operation executor, with their metrics, logs and Events.
 import type { V1Pod } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
-import { UNRESPONSIVE_AFTER_MS, unresponsiveMounts } from '../../mount/deadline-stat.ts';
+import { UNRESPONSIVE_AFTER_MS } from '../../mount/deadline-stat.ts';
 import { isNodeExpandable, type MounterArgs, reasonOf, VolumeError } from '../../plugins/types.ts';
 import { nodeAffinityMismatch } from '../../plugins/util/node-affinity.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
@@ -150,7 +150,7 @@ async function forceUnmountUnresponsive(
 ): Promise<void> {
   if (!v.path) return;
   const mounter = ctx.host.getMounter();
-  for (const hung of await unresponsiveMounts(await mounter.list(), v.path)) {
+  for (const hung of await ctx.host.getStatProbe().unresponsiveMounts(await mounter.list(), v.path)) {
     ctx.logger.warn(
       { ...log, mountPoint: hung.mountPoint, err: hung.message },
       'unmounting an unresponsive filesystem with force',

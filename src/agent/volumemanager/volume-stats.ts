@@ -6,7 +6,6 @@
 // evicts such a pod; podvol runs no containers, so it reports.
 
 import { errorMessage } from '../../errno.ts';
-import { unresponsiveMounts } from '../../mount/deadline-stat.ts';
 import { emptyDirPluginName } from '../../plugins/emptydir.ts';
 import { diskUsage } from '../../plugins/util/disk-usage.ts';
 import { formatQuantity, parseQuantity } from '../../plugins/util/quantity.ts';
@@ -88,7 +87,10 @@ export class EmptyDirStats {
       const pod = dsw.pod(v.podUID)?.pod;
       if (!desired || !pod) continue;
       // du would hang on a filesystem below the volume that does not answer: report it instead.
-      const hung = await unresponsiveMounts(await host.getMounter().list(), v.path).catch(() => []);
+      const hung = await host
+        .getStatProbe()
+        .unresponsiveMounts(await host.getMounter().list(), v.path)
+        .catch(() => []);
       if (hung.length > 0) {
         const prev = this.#usage.get(v.key);
         if (!prev?.unresponsive)
