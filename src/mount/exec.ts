@@ -115,6 +115,7 @@ function spawningThread(
   port: import('node:worker_threads').MessagePort,
   killGraceMs: number,
 ): void {
+  // require() is untyped; node:child_process is what it returns for this name.
   const { spawn } = require('node:child_process') as typeof import('node:child_process');
   const env = { ...process.env, LC_ALL: 'C', LANG: 'C' };
   port.on('message', (req: RunRequest & { id: number }) => {
