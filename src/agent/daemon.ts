@@ -1,5 +1,7 @@
 // `podvol run`: wires the pod sources, volume host, plugins, volume manager,
 // HTTP endpoints and signals together. Stopping unmounts nothing.
+
+import { realpath } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { Server as HttpsServer } from 'node:https';
 import { resolve } from 'node:path';
@@ -65,10 +67,15 @@ export interface Daemon {
 
 export async function startDaemon(o: RunOptions): Promise<Daemon> {
   const log = o.logger;
-  const rootDir = resolve(o.rootDir);
+  const requestedRootDir = resolve(o.rootDir);
   // Before anything can reconstruct or tear down: is this root directory ours, for this node name?
   // (The CLI checks it before connecting to the API server; this keeps every caller safe.)
-  await claimRootDir(rootDir, o.nodeName, o.adoptRootDir ?? false, log);
+  await claimRootDir(requestedRootDir, o.nodeName, o.adoptRootDir ?? false, log);
+  // Symlinks in the root directory's own path (/var/lib/podvol -> /data/podvol) are followed
+  // here, once: below it, the mounter refuses any (src/mount/target.ts).
+  const rootDir = await realpath(requestedRootDir);
+  if (rootDir !== requestedRootDir)
+    log.info({ rootDir, requested: requestedRootDir }, 'root directory resolved');
   let inUse: VolumesInUseReporter | undefined;
   // The CSI plugin reports to the metrics created below (they need the volume manager, which needs the plugins).
   let observeCSI: (driver: string, method: string, code: string, seconds: number) => void = () => {};

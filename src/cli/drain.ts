@@ -3,7 +3,7 @@
 // node back). Exit codes: 0 drained (or nothing to drain, or a dry run), 1 the
 // daemon still runs, or something could not be taken down (each named on
 // stderr), 2 usage error.
-import { stat } from 'node:fs/promises';
+import { realpath, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import type { DrainReport } from '../agent/drain.ts';
@@ -57,17 +57,20 @@ function formatReport(r: DrainReport): string {
 }
 
 async function runDrain(flags: DrainFlags): Promise<number> {
-  const rootDir = resolve(flags.rootDir);
+  const requested = resolve(flags.rootDir);
   try {
-    if (!(await stat(rootDir)).isDirectory()) throw new Error(`${rootDir} is not a directory`);
+    if (!(await stat(requested)).isDirectory()) throw new Error(`${requested} is not a directory`);
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') {
-      process.stdout.write(`podvol drain: nothing to drain: ${rootDir} does not exist\n`);
+      process.stdout.write(`podvol drain: nothing to drain: ${requested} does not exist
+`);
       return EXIT_OK;
     }
     process.stderr.write(`podvol drain: ${errorMessage(err)}\n`);
     return EXIT_FAILURE;
   }
+  // As the daemon: symlinks in the root directory's own path are followed once, here (src/mount/target.ts).
+  const rootDir = await realpath(requested);
   if (!flags.dryRun && process.getuid?.() !== 0) {
     process.stderr.write(
       `podvol drain: must run as root to unmount volumes (this is uid ${process.getuid?.()}); --dry-run works without\n`,

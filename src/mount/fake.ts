@@ -9,6 +9,7 @@ import { errnoCode } from '../errno.ts';
 import { isCorruptedMountError, isNotExistError, MountError } from './errors.ts';
 import { isMountPointIn, mountContaining, mountPointMatches, searchMountRefs } from './mountinfo.ts';
 import { validateMountRequest } from './options.ts';
+import { UnsafeTargetError } from './target.ts';
 import type { Interface, MountCallOptions, MountInfo, UnmountOutcome } from './types.ts';
 
 export type FakeMethod = keyof Interface;
@@ -156,7 +157,12 @@ export class FakeMounter implements Interface {
     const mountPoint = resolve(target);
     if (this.#useFs) {
       try {
-        await lstat(mountPoint);
+        // As the Linux mounter (target.ts): no symlink at or on the way to the target.
+        if ((await lstat(mountPoint)).isSymbolicLink())
+          throw new UnsafeTargetError(mountPoint, 'the target is a symlink');
+        const real = await realpath(mountPoint);
+        if (real !== mountPoint)
+          throw new UnsafeTargetError(mountPoint, `the target resolves to ${real} (a symlink on the way)`);
       } catch (err) {
         if (!isNotExistError(err)) throw err;
         throw new MountError({

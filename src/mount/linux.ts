@@ -18,6 +18,7 @@ import {
 import { checkUnmountTarget, MASKED, validateMountRequest } from './options.ts';
 import { pathExists } from './probe.ts';
 import { detectSystemd, wrapInScope } from './systemd.ts';
+import { realTargets, type TargetHandle, type TargetOpener } from './target.ts';
 import type { Interface, MountCallOptions, MountInfo, UnmountOutcome } from './types.ts';
 
 /** The file system calls the mounter makes; injectable to simulate broken mounts (e.g. ENOTCONN). */
@@ -41,6 +42,8 @@ export interface LinuxMounterOptions {
   fs?: Partial<MounterFs>;
   /** Where to look for systemd; tests point it elsewhere. */
   systemdRuntimeDir?: string;
+  /** How mount and unmount targets are opened (target.ts); simulated tests pass `pathTargets`. */
+  targets?: TargetOpener;
 }
 
 const DEFAULT_TIMEOUT_MS = 120_000;
@@ -71,6 +74,7 @@ export class LinuxMounter implements Interface {
   readonly #fs: MounterFs;
   readonly #systemdMode: 'auto' | 'off';
   readonly #systemdRuntimeDir: string | undefined;
+  readonly #targets: TargetOpener;
   #systemd: Promise<boolean> | undefined;
 
   constructor(opts: LinuxMounterOptions = {}) {
@@ -81,6 +85,7 @@ export class LinuxMounter implements Interface {
     this.#fs = { lstat, stat, access, realpath, rmdir, unlink, ...opts.fs };
     this.#systemdMode = opts.systemd ?? 'auto';
     this.#systemdRuntimeDir = opts.systemdRuntimeDir;
+    this.#targets = opts.targets ?? realTargets;
   }
 
   /** Whether mounts get wrapped in `systemd-run --scope`; probed once per mounter. */
@@ -103,39 +108,83 @@ export class LinuxMounter implements Interface {
     call: MountCallOptions = {},
   ): Promise<void> {
     const sensitive = call.sensitiveOptions ?? [];
-    const flags = call.mountFlags ?? [];
     validateMountRequest(source, target, fstype, options, call);
+    // The target goes to mount(8) as /proc/<pid>/fd/N (target.ts), which it must not resolve itself.
+    const flags = [...(call.mountFlags ?? [])];
+    if (!flags.includes('--no-canonicalize')) flags.unshift('--no-canonicalize');
 
     const systemd = !call.withoutSystemd && (await this.systemdAvailable());
     const all = [...options, ...sensitive];
     const bindKind = all.includes('rbind') ? 'rbind' : all.includes('bind') ? 'bind' : undefined;
-    if (!bindKind) {
-      await this.#doMount(source, target, fstype, options, sensitive, flags, systemd);
-      return;
-    }
-
-    // A bind ignores per-mount flags, so they are applied by a second, remount step.
-    const first = [bindKind, ...(all.includes('_netdev') ? ['_netdev'] : [])];
-    await this.#doMount(source, target, fstype, first, [], flags, systemd);
-    const isMechanics = (o: string) => o === 'bind' || o === 'rbind' || o === 'remount';
-    const remount = ['bind', 'remount', ...options.filter((o) => !isMechanics(o))];
-    for (const flag of await this.#sourceFlags(source)) if (!remount.includes(flag)) remount.push(flag);
+    const at = await this.#targets.open(target);
+    let top: TargetHandle | undefined;
     try {
-      await this.#doMount(
-        source,
-        target,
-        fstype,
-        remount,
-        sensitive.filter((o) => !isMechanics(o)),
-        flags,
-        systemd,
-      );
+      if (!bindKind) {
+        await this.#doMount(source, target, at.procPath, fstype, options, sensitive, flags, systemd);
+        top = await this.#mountedOn(target, at);
+        return;
+      }
+
+      // A bind ignores per-mount flags, so they are applied by a second, remount step.
+      const first = [bindKind, ...(all.includes('_netdev') ? ['_netdev'] : [])];
+      await this.#doMount(source, target, at.procPath, fstype, first, [], flags, systemd);
+      top = await this.#mountedOn(target, at);
+      const isMechanics = (o: string) => o === 'bind' || o === 'rbind' || o === 'remount';
+      const remount = ['bind', 'remount', ...options.filter((o) => !isMechanics(o))];
+      for (const flag of await this.#sourceFlags(source)) if (!remount.includes(flag)) remount.push(flag);
+      try {
+        // The remount acts on the new mount itself: the handle of what is mounted there now.
+        await this.#doMount(
+          source,
+          target,
+          top.procPath,
+          fstype,
+          remount,
+          sensitive.filter((o) => !isMechanics(o)),
+          flags,
+          systemd,
+        );
+      } catch (err) {
+        // Unlike mount-utils, do not leave a bind behind without the flags (say ro) the caller asked for.
+        this.#log.warn({ target }, 'bind remount failed, removing the bind mount');
+        // Our own handle on the new mount would keep it busy.
+        await top.close();
+        top = undefined;
+        await this.unmount(target).catch((e: unknown) =>
+          this.#log.error(
+            { target, err: String(e) },
+            'could not remove the bind mount after a failed remount',
+          ),
+        );
+        throw err;
+      }
+    } finally {
+      await top?.close();
+      await at.close();
+    }
+  }
+
+  /**
+   * After mounting through `at`: the handle of the new mount at `target`. If
+   * the path no longer leads there (the checked directory was moved, or a
+   * directory on the way swapped after the mount), whatever was mounted on
+   * the checked object is detached, wherever it is now, and the mount fails
+   * with UnsafePath.
+   */
+  async #mountedOn(target: string, at: TargetHandle): Promise<TargetHandle> {
+    try {
+      return await this.#targets.openMounted(target, at);
     } catch (err) {
-      // Unlike mount-utils, do not leave a bind behind without the flags (say ro) the caller asked for.
-      this.#log.warn({ target }, 'bind remount failed, removing the bind mount');
-      await this.unmount(target).catch((e: unknown) =>
-        this.#log.error({ target, err: String(e) }, 'could not remove the bind mount after a failed remount'),
-      );
+      const stray = await this.#targets.openOnTop(at).catch(() => undefined);
+      if (stray) {
+        this.#log.error({ target, err: String(err) }, 'mounted somewhere else than the target, detaching it');
+        // Lazily: our handle on it (the only way to name it) keeps it busy.
+        await this.#run({
+          file: 'umount',
+          args: ['-l', '--no-canonicalize', stray.procPath],
+          timeoutMs: this.#timeoutMs,
+        }).finally(() => stray.close());
+      }
       throw err;
     }
   }
@@ -151,26 +200,29 @@ export class LinuxMounter implements Interface {
     }
   }
 
+  /** One mount(8) run; `through` is what it gets as the target (the handle's /proc path), `target` what logs say. */
   async #doMount(
     source: string,
     target: string,
+    through: string,
     fstype: string,
     options: readonly string[],
     sensitive: readonly string[],
     flags: readonly string[],
     systemd: boolean,
   ): Promise<void> {
-    const build = (opts: readonly string[]) => {
+    const build = (opts: readonly string[], at: string) => {
       const args = [...flags];
       if (fstype !== '') args.push('-t', fstype);
       if (opts.length > 0) args.push('-o', opts.join(','));
       if (source !== '') args.push(source);
-      args.push(target);
+      args.push(at);
       return systemd ? wrapInScope(target, 'mount', args) : { file: 'mount', args };
     };
-    const real = build([...options, ...sensitive]);
-    const shown = build([...options, ...sensitive.map(() => MASKED)]);
-    this.#log.info({ command: shown.file, args: shown.args }, 'Mounting');
+    const real = build([...options, ...sensitive], through);
+    // Logs and errors name the target, as mount-utils' do; the log adds the handle it went through.
+    const shown = build([...options, ...sensitive.map(() => MASKED)], target);
+    this.#log.info({ command: shown.file, args: shown.args, through }, 'Mounting');
     const res = await this.#run({ file: real.file, args: real.args, timeoutMs: this.#timeoutMs });
     if (succeeded(res)) return;
     throw new MountError({
@@ -186,16 +238,16 @@ export class LinuxMounter implements Interface {
   }
 
   async unmount(target: string): Promise<UnmountOutcome> {
-    const res = await this.#umount([target], this.#timeoutMs);
+    const res = await this.#umount([], target, this.#timeoutMs);
     return this.#judgeUnmount(target, [target], res, 'unmounted');
   }
 
   async unmountWithForce(target: string, timeoutMs: number): Promise<UnmountOutcome> {
-    const plain = await this.#umount([target], timeoutMs);
+    const plain = await this.#umount([], target, timeoutMs);
     if (!plain.timedOut) return this.#judgeUnmount(target, [target], plain, 'unmounted');
 
     this.#log.warn({ target, timeoutMs }, 'Timed out waiting for unmount, trying with -f');
-    const forced = await this.#umount(['-f', target], timeoutMs);
+    const forced = await this.#umount(['-f'], target, timeoutMs);
     if (succeeded(forced)) return 'forced';
     if (!forced.timedOut && !(await this.#stillMounted(target))) return 'unmounted';
 
@@ -203,16 +255,27 @@ export class LinuxMounter implements Interface {
       { target, output: forced.output, timedOut: forced.timedOut },
       'umount -f failed, detaching lazily',
     );
-    const lazy = await this.#umount(['-l', target], timeoutMs);
+    const lazy = await this.#umount(['-l'], target, timeoutMs);
     return this.#judgeUnmount(target, ['-l', target], lazy, 'lazy');
   }
 
-  async #umount(args: string[], timeoutMs: number): Promise<RunResult> {
-    const target = args.at(-1) ?? '';
+  /**
+   * umount(8) with `flags` on `target`, named through a handle on its parent
+   * directory (target.ts) and not canonicalised: umount(8) would otherwise
+   * resolve the path itself, and stat the target, which hangs on a filesystem
+   * that does not answer.
+   */
+  async #umount(flags: string[], target: string, timeoutMs: number): Promise<RunResult> {
     const problems = checkUnmountTarget(target);
     if (problems.length > 0) throw new MountOptionError('', problems);
-    this.#log.info({ command: 'umount', args }, 'Unmounting');
-    return this.#run({ file: 'umount', args, timeoutMs });
+    const parent = await this.#targets.openParent(target);
+    try {
+      const args = [...flags, '--no-canonicalize', parent.procPath];
+      this.#log.info({ command: 'umount', args, target }, 'Unmounting');
+      return await this.#run({ file: 'umount', args, timeoutMs });
+    } finally {
+      await parent.close();
+    }
   }
 
   /**

@@ -11,6 +11,7 @@ import pino from 'pino';
 import { MountError } from '../../src/mount/errors.ts';
 import type { RunRequest, RunResult } from '../../src/mount/exec.ts';
 import { createLinuxMounter, type LinuxMounterOptions, maskSensitive } from '../../src/mount/linux.ts';
+import { pathTargets } from '../../src/mount/target.ts';
 import { recordingLogger } from '../helpers/logger.ts';
 import { at } from '../helpers/must.ts';
 
@@ -54,7 +55,8 @@ async function mountinfoFile(t: TestContext, mounted: boolean): Promise<string> 
 }
 
 function mounterWith(opts: LinuxMounterOptions) {
-  return createLinuxMounter({ systemd: 'off', commandTimeoutMs: 7000, ...opts });
+  // The targets here do not exist: named by path, as the simulated runner expects.
+  return createLinuxMounter({ systemd: 'off', commandTimeoutMs: 7000, targets: pathTargets, ...opts });
 }
 
 describe('unmountWithForce escalation (simulated hung umount)', () => {
@@ -65,8 +67,8 @@ describe('unmountWithForce escalation (simulated hung umount)', () => {
     assert.deepEqual(
       calls.map((c) => [c.file, ...c.args, c.timeoutMs]),
       [
-        ['umount', TARGET, 300],
-        ['umount', '-f', TARGET, 300],
+        ['umount', '--no-canonicalize', TARGET, 300],
+        ['umount', '-f', '--no-canonicalize', TARGET, 300],
       ],
     );
   });
@@ -77,7 +79,11 @@ describe('unmountWithForce escalation (simulated hung umount)', () => {
     assert.equal(await m.unmountWithForce(TARGET, 300), 'lazy');
     assert.deepEqual(
       calls.map((c) => c.args),
-      [[TARGET], ['-f', TARGET], ['-l', TARGET]],
+      [
+        ['--no-canonicalize', TARGET],
+        ['-f', '--no-canonicalize', TARGET],
+        ['-l', '--no-canonicalize', TARGET],
+      ],
     );
   });
 
@@ -137,7 +143,7 @@ describe('corrupted mounts (simulated ENOTCONN from stat)', () => {
     await m.cleanupMountPoint(TARGET, false);
     assert.deepEqual(
       calls.map((c) => [c.file, ...c.args]),
-      [['umount', TARGET]],
+      [['umount', '--no-canonicalize', TARGET]],
     );
     assert.deepEqual(removed, [TARGET]);
   });
@@ -162,7 +168,12 @@ describe('systemd-run wrapping (simulated systemd)', () => {
 
   test('when the probe succeeds, mounts run in a transient scope; WithoutSystemd ones do not', async (t) => {
     const { runner, calls } = scripted(() => ok);
-    const m = createLinuxMounter({ runner, systemdRuntimeDir: await systemdHost(t), commandTimeoutMs: 7000 });
+    const m = createLinuxMounter({
+      runner,
+      systemdRuntimeDir: await systemdHost(t),
+      commandTimeoutMs: 7000,
+      targets: pathTargets,
+    });
     await m.mount('srv:/export', TARGET, 'nfs', ['vers=4.1', 'hard']);
     await m.mount('tmpfs', '/x', 'tmpfs', ['size=1m'], { withoutSystemd: true });
     assert.deepEqual(
@@ -175,6 +186,7 @@ describe('systemd-run wrapping (simulated systemd)', () => {
           '--scope',
           '--',
           'mount',
+          '--no-canonicalize',
           '-t',
           'nfs',
           '-o',
@@ -182,14 +194,19 @@ describe('systemd-run wrapping (simulated systemd)', () => {
           'srv:/export',
           TARGET,
         ],
-        ['mount', '-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', '/x'],
+        ['mount', '--no-canonicalize', '-t', 'tmpfs', '-o', 'size=1m', 'tmpfs', '/x'],
       ],
     );
   });
 
   test("systemd: 'off' never probes", async (t) => {
     const { runner, calls } = scripted(() => ok);
-    const m = createLinuxMounter({ runner, systemd: 'off', systemdRuntimeDir: await systemdHost(t) });
+    const m = createLinuxMounter({
+      runner,
+      systemd: 'off',
+      systemdRuntimeDir: await systemdHost(t),
+      targets: pathTargets,
+    });
     await m.mount('tmpfs', '/x', 'tmpfs', []);
     assert.deepEqual(
       calls.map((c) => c.file),
@@ -210,14 +227,30 @@ describe('sensitive options and timeouts (simulated mount output)', () => {
       m.mount('srv:/e', TARGET, 'nfs', ['vers=4'], { sensitiveOptions: ['sec=krb5p'] }),
       (err: unknown) => {
         assert.ok(err instanceof MountError);
-        assert.deepEqual(err.args, ['-t', 'nfs', '-o', 'vers=4,<masked>', 'srv:/e', TARGET]);
+        assert.deepEqual(err.args, [
+          '--no-canonicalize',
+          '-t',
+          'nfs',
+          '-o',
+          'vers=4,<masked>',
+          'srv:/e',
+          TARGET,
+        ]);
         assert.equal(err.output, 'mount.nfs: security flavor <masked> (<masked>) not supported');
         assert.ok(!err.message.includes('krb5p'));
         return true;
       },
     );
     // Only the real command line carries it.
-    assert.deepEqual(at(calls, 0).args, ['-t', 'nfs', '-o', 'vers=4,sec=krb5p', 'srv:/e', TARGET]);
+    assert.deepEqual(at(calls, 0).args, [
+      '--no-canonicalize',
+      '-t',
+      'nfs',
+      '-o',
+      'vers=4,sec=krb5p',
+      'srv:/e',
+      TARGET,
+    ]);
     assert.ok(logged.length > 0 && logged.every((l) => !l.includes('krb5p')));
     assert.equal(
       maskSensitive('bad password=hunter2 (hunter2)', ['password=hunter2']),
@@ -248,7 +281,11 @@ describe('sensitive options and timeouts (simulated mount output)', () => {
     await assert.rejects(m.mount('/src', TARGET, '', ['bind', 'ro']), MountError);
     assert.deepEqual(
       calls.map((c) => c.args),
-      [['-o', 'bind', '/src', TARGET], ['-o', 'bind,remount,ro', '/src', TARGET], [TARGET]],
+      [
+        ['--no-canonicalize', '-o', 'bind', '/src', TARGET],
+        ['--no-canonicalize', '-o', 'bind,remount,ro', '/src', TARGET],
+        ['--no-canonicalize', TARGET],
+      ],
     );
   });
 

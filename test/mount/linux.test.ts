@@ -12,7 +12,6 @@ import { createLinuxMounter } from '../../src/mount/linux.ts';
 import { pathExists, statfsType, TMPFS_MAGIC, tmpfsNoswapSupported } from '../../src/mount/probe.ts';
 import { recordingLogger } from '../helpers/logger.ts';
 import { mountTest } from '../helpers/mountns.ts';
-import { at } from '../helpers/must.ts';
 import { fuseAvailable, mountDaemonlessFuse, mountTable, scratchDir, sh } from './helpers.ts';
 
 function setup() {
@@ -50,8 +49,18 @@ describe('LinuxMounter on real mounts', () => {
     const dir = await dirIn(await scratchDir(t), 'tmp');
     await mounter.mount('tmpfs', dir, 'tmpfs', ['size=4m', 'nosuid', 'nodev'], { withoutSystemd: true });
 
-    assert.deepEqual(at(runner.calls, 0).args, ['-t', 'tmpfs', '-o', 'size=4m,nosuid,nodev', 'tmpfs', dir]);
-    assert.equal(at(runner.calls, 0).file, 'mount');
+    // The target by handle (src/mount/target.ts): this process's descriptor of the directory.
+    const [first] = runner.calls;
+    assert.deepEqual(first?.args.slice(0, -1), [
+      '--no-canonicalize',
+      '-t',
+      'tmpfs',
+      '-o',
+      'size=4m,nosuid,nodev',
+      'tmpfs',
+    ]);
+    assert.match(first?.args.at(-1) ?? '', new RegExp(`^/proc/${process.pid}/fd/\\d+$`));
+    assert.equal(first?.file, 'mount');
     assert.equal(await mounter.isMountPoint(dir), true);
     assert.equal(await mounter.isLikelyNotMountPoint(dir), false);
     assert.equal(await statfsType(dir), TMPFS_MAGIC);
@@ -87,10 +96,12 @@ describe('LinuxMounter on real mounts', () => {
     await writeFile(join(src, 'hello'), 'hi');
     await mounter.mount(src, dst, '', ['bind']);
 
-    assert.deepEqual(at(runner.calls, 0).args, ['-o', 'bind', src, dst]);
-    const remount = at(runner.calls, 1).args;
-    assert.equal(remount[0], '-o');
-    assert.ok(at(remount, 1).startsWith('bind,remount'), remount[1]);
+    assert.deepEqual(runner.calls[0]?.args.slice(0, -1), ['--no-canonicalize', '-o', 'bind', src]);
+    const remount = runner.calls[1]?.args ?? [];
+    assert.equal(remount[1], '-o');
+    assert.ok(remount[2]?.startsWith('bind,remount'), remount[2]);
+    // The remount acts on the new mount, by its own handle, not the directory under it.
+    assert.notEqual(remount.at(-1), runner.calls[0]?.args.at(-1));
     assert.equal(await readFile(join(dst, 'hello'), 'utf8'), 'hi');
     await writeFile(join(dst, 'back'), 'x');
     assert.equal(await readFile(join(src, 'back'), 'utf8'), 'x');
@@ -195,18 +206,19 @@ describe('LinuxMounter on real mounts', () => {
     assert.equal(runner.calls.filter((c) => c.file === 'umount').length, 3);
   });
 
-  mountTest('a hung FUSE mount: umount times out and is retried with -f', async (t) => {
+  mountTest('a hung FUSE mount: the first umount ends it, nothing asks the filesystem', async (t) => {
     if (!fuseAvailable()) return t.skip('/dev/fuse is not usable');
     const { mounter, runner, lines } = setup();
     const dir = await dirIn(await scratchDir(t), 'hung');
-    // Real: the FUSE connection is open but nobody answers, so plain umount blocks in stat.
+    // Real: the FUSE connection is open but nobody answers. umount(8) resolving
+    // the path itself blocked in stat; named through the parent's handle and not
+    // canonicalised (target.ts), the umount(2) needs no answer.
     mountDaemonlessFuse(t, dir);
-    assert.equal(await mounter.unmountWithForce(dir, 1000), 'forced');
-    assert.deepEqual(
-      runner.calls.map((c) => c.args),
-      [[dir], ['-f', dir]],
-    );
-    assert.ok(lines.some((l) => l.includes('trying with -f')));
+    assert.equal(await mounter.unmountWithForce(dir, 1000), 'unmounted');
+    assert.equal(runner.calls.length, 1);
+    assert.deepEqual(runner.calls[0]?.args.slice(0, -1), ['--no-canonicalize']);
+    assert.match(runner.calls[0]?.args.at(-1) ?? '', new RegExp(`^/proc/${process.pid}/fd/\\d+/hung$`));
+    assert.ok(!lines.some((l) => l.includes('trying with -f')));
     assert.equal(entryAt(dir), undefined);
   });
 
@@ -305,7 +317,16 @@ describe('LinuxMounter on real mounts', () => {
         mounter.mount('tmpfs', dir, 'tmpfs', ['size=1m'], { sensitiveOptions: [secret] }),
         (err: unknown) => {
           assert.ok(err instanceof MountError);
-          assert.deepEqual(err.args, ['-t', 'tmpfs', '-o', 'size=1m,<masked>', 'tmpfs', dir]);
+          // The target as given (it went to mount(8) as a handle, see target.ts).
+          assert.deepEqual(err.args, [
+            '--no-canonicalize',
+            '-t',
+            'tmpfs',
+            '-o',
+            'size=1m,<masked>',
+            'tmpfs',
+            dir,
+          ]);
           assert.match(
             err.message,
             /^mount failed: exit status \d+\nMounting command: mount\nMounting arguments: /,
@@ -380,4 +401,34 @@ describe('option injection is refused before any process starts', () => {
     await mounter.mount('tmpfs', dir, 'tmpfs', ['size=1m']);
     assert.ok(spawn.mock.callCount() >= 1);
   });
+});
+
+describe('mount and unmount targets by handle (target.ts)', () => {
+  mountTest(
+    'a symlink at the target or on the way is refused with UnsafePath; nothing is mounted or unmounted through it',
+    async (t) => {
+      const { mounter, runner } = setup();
+      const root = await scratchDir(t);
+      const outside = await dirIn(root, 'outside');
+      const inside = await dirIn(root, 'inside');
+      await symlink(outside, join(inside, 'link'));
+      await mkdir(join(outside, 'below'));
+      const refused = (err: unknown) => (err as { reason?: string }).reason === 'UnsafePath';
+      // The target itself is a symlink.
+      await assert.rejects(mounter.mount('tmpfs', join(inside, 'link'), 'tmpfs', ['size=1m']), refused);
+      // A directory on the way is a symlink.
+      await assert.rejects(
+        mounter.mount('tmpfs', join(inside, 'link', 'below'), 'tmpfs', ['size=1m']),
+        refused,
+      );
+      assert.equal(runner.calls.length, 0);
+      assert.equal(entryAt(outside), undefined);
+      assert.equal(entryAt(join(outside, 'below')), undefined);
+      // Something mounted outside is not unmounted through a symlink to it.
+      await mounter.mount('tmpfs', outside, 'tmpfs', ['size=1m']);
+      await assert.rejects(mounter.unmount(join(inside, 'link')), refused);
+      assert.ok(entryAt(outside));
+      assert.equal(await mounter.unmount(outside), 'unmounted');
+    },
+  );
 });
