@@ -36,6 +36,22 @@ export function mounterArgsFor(pod: V1Pod): MounterArgs {
   };
 }
 
+/**
+ * Served filesystems (FUSE, NFS, ...) at or below `path` that do not answer a
+ * stat within the deadline (found in the mount table, probed by the volume
+ * host's StatProbe, one child per path however often this is retried) fail
+ * the operation with FilesystemUnresponsive instead of hanging it.
+ */
+export async function failIfUnresponsive(ctx: Pick<OperationContext, 'host'>, path: string): Promise<void> {
+  const { host } = ctx;
+  const hung = await host.getStatProbe().unresponsiveMounts(await host.getMounter().list(), path);
+  if (hung.length > 0)
+    throw new VolumeError(
+      'FilesystemUnresponsive',
+      hung.map((h) => `${h.mountPoint}: ${h.message}`).join('; '),
+    );
+}
+
 /** kubelet's GenerateMountVolumeFunc: make the pod directories, write the record, SetUp, record the result. */
 export async function mountVolume(
   ctx: OperationContext,
@@ -99,6 +115,10 @@ export async function mountVolume(
       ...(d.innerName !== d.volumeName ? { innerName: d.innerName } : {}),
       ...(spec.persistentVolume ? { persistentVolume: spec.persistentVolume } : {}),
     }).catch(() => {});
+    // A volume found on disk (reconstructed at start, or left uncertain by a
+    // failed SetUp) may be a mount that no longer answers (a FUSE or NFS server
+    // gone): SetUp would wait on it for ever and hold a thread of the daemon.
+    if (prev?.state === 'uncertain' && d.path) await failIfUnresponsive(ctx, d.path);
     await mounter.setUp(mounterArgsFor(pod));
   } catch (err) {
     const seconds = (performance.now() - t0) / 1000;
@@ -143,14 +163,14 @@ export async function mountVolume(
  * kubelet's UnmountWithForce rule (umount with a deadline, then -f) and, if
  * that fails too, detached lazily; the TearDown then finds nothing that hangs.
  */
-async function forceUnmountUnresponsive(
-  ctx: OperationContext,
-  v: MountedVolume,
+export async function forceUnmountUnresponsive(
+  ctx: Pick<OperationContext, 'host' | 'logger'>,
+  path: string,
   log: Record<string, string>,
 ): Promise<void> {
-  if (!v.path) return;
+  if (!path) return;
   const mounter = ctx.host.getMounter();
-  for (const hung of await ctx.host.getStatProbe().unresponsiveMounts(await mounter.list(), v.path)) {
+  for (const hung of await ctx.host.getStatProbe().unresponsiveMounts(await mounter.list(), path)) {
     ctx.logger.warn(
       { ...log, mountPoint: hung.mountPoint, err: hung.message },
       'unmounting an unresponsive filesystem with force',
@@ -171,7 +191,7 @@ export async function unmountVolume(ctx: OperationContext, v: MountedVolume): Pr
   };
   const t0 = performance.now();
   try {
-    await forceUnmountUnresponsive(ctx, v, log);
+    await forceUnmountUnresponsive(ctx, v.path, log);
     await ctx.cleanSubPaths?.(v.podUID, v.innerName);
     await pluginMgr.findPluginByName(v.pluginName).newUnmounter(v.innerName, v.podUID).tearDown();
   } catch (err) {

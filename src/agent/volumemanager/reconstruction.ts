@@ -13,6 +13,7 @@ import {
 } from '../../volumehost/paths.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { volumeKey } from './desired-state.ts';
+import { forceUnmountUnresponsive } from './operation-generator.ts';
 import { findRecordByInnerName, podOwned } from './records.ts';
 
 /** A volume directory found at start-up that could not be reconstructed (kubelet's volumesFailedReconstruction). */
@@ -78,6 +79,12 @@ export async function cleanOrphanVolumes(
       'Cleaning up mounts for volume that could not be reconstructed',
     );
     try {
+      // A mount there that does not answer would hang the cleanup (and the reconciler pass with it).
+      await forceUnmountUnresponsive(ctx, f.dir, {
+        podUID: f.podUID,
+        volume: f.innerName,
+        plugin: f.pluginName,
+      });
       await ctx.mounter.cleanupMountPoint(f.dir, true);
       ctx.metrics.forceCleaned?.(true);
     } catch (err) {
