@@ -62,8 +62,7 @@ async function runDrain(flags: DrainFlags): Promise<number> {
     if (!(await stat(requested)).isDirectory()) throw new Error(`${requested} is not a directory`);
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') {
-      process.stdout.write(`podvol drain: nothing to drain: ${requested} does not exist
-`);
+      process.stdout.write(`podvol drain: nothing to drain: ${requested} does not exist\n`);
       return EXIT_OK;
     }
     process.stderr.write(`podvol drain: ${errorMessage(err)}\n`);

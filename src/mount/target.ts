@@ -21,6 +21,7 @@
 import { constants } from 'node:fs';
 import { type FileHandle, open, readFile, readlink } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
+import { errnoCode } from '../errno.ts';
 import type { VolumeReason } from '../reasons.ts';
 
 /** O_PATH (Linux, the same value on x86-64 and arm64); node does not export it. */
@@ -142,8 +143,9 @@ export const realTargets: TargetOpener = {
       // the cached dentry, never asking the filesystem mounted there, which
       // may be one that hangs (the force unmount of an unresponsive FUSE).
       // EINVAL is "not a symlink"; ENOENT is left to umount and the mount table.
-      const link = await readlink(`/proc/self/fd/${fh.fd}/${name}`).catch((err: NodeJS.ErrnoException) => {
-        if (err.code === 'EINVAL' || err.code === 'ENOENT') return undefined;
+      const link = await readlink(`/proc/self/fd/${fh.fd}/${name}`).catch((err: unknown) => {
+        const code = errnoCode(err);
+        if (code === 'EINVAL' || code === 'ENOENT') return undefined;
         throw err;
       });
       if (link !== undefined) throw new UnsafeTargetError(abs, `the target is a symlink to ${link}`);
