@@ -86,6 +86,22 @@ async function openExactly(abs: string, what: string, extra = 0): Promise<FileHa
   }
 }
 
+/**
+ * A symlink at `path` (a name in a directory held open) is UnsafePath. readlink,
+ * not lstat: it answers from the directory entry and the cached dentry, never
+ * asking the filesystem mounted there, which may be one that hangs (the force
+ * unmount of an unresponsive FUSE). EINVAL is "not a symlink"; ENOENT is left
+ * to umount and the mount table.
+ */
+async function refuseSymlink(path: string, target: string): Promise<void> {
+  const link = await readlink(path).catch((err: unknown) => {
+    const code = errnoCode(err);
+    if (code === 'EINVAL' || code === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (link !== undefined) throw new UnsafeTargetError(target, `the target is a symlink to ${link}`);
+}
+
 async function handleOf(fh: FileHandle, path: string): Promise<TargetHandle> {
   return { procPath: path, mountId: await mountIdOf(fh.fd), close: () => fh.close() };
 }
@@ -137,18 +153,15 @@ export const realTargets: TargetOpener = {
     const abs = resolve(target);
     const parent = dirname(abs);
     const name = basename(abs);
+    // Already named through a directory its caller holds open (subpath cleanup): that handle is the parent.
+    const held = /^\/proc\/(self|\d+)\/fd\/(\d+)$/.exec(parent);
+    if (held && (held[1] === 'self' || held[1] === String(process.pid))) {
+      await refuseSymlink(`/proc/self/fd/${held[2]}/${name}`, abs);
+      return { procPath: `${procFd(Number(held[2]))}/${name}`, mountId: 0, close: async () => {} };
+    }
     const fh = await openExactly(parent, 'its parent directory', O_DIRECTORY);
     try {
-      // readlink, not lstat: it answers from the parent's directory entry and
-      // the cached dentry, never asking the filesystem mounted there, which
-      // may be one that hangs (the force unmount of an unresponsive FUSE).
-      // EINVAL is "not a symlink"; ENOENT is left to umount and the mount table.
-      const link = await readlink(`/proc/self/fd/${fh.fd}/${name}`).catch((err: unknown) => {
-        const code = errnoCode(err);
-        if (code === 'EINVAL' || code === 'ENOENT') return undefined;
-        throw err;
-      });
-      if (link !== undefined) throw new UnsafeTargetError(abs, `the target is a symlink to ${link}`);
+      await refuseSymlink(`/proc/self/fd/${fh.fd}/${name}`, abs);
       return await handleOf(fh, `${procFd(fh.fd)}/${name}`);
     } catch (err) {
       await fh.close();
