@@ -244,9 +244,18 @@ export class LinuxMounter implements Interface {
 
   async unmountWithForce(target: string, timeoutMs: number): Promise<UnmountOutcome> {
     const plain = await this.#umount([], target, timeoutMs);
-    if (!plain.timedOut) return this.#judgeUnmount(target, [target], plain, 'unmounted');
+    // Busy counts as hung here: the requests stuck in a filesystem that does not
+    // answer (its stat probes included) hold it busy, and -f is what aborts them.
+    // (umount(8) itself used to hang first, resolving the path; it no longer does.)
+    const busy = isBusy(plain);
+    if (!plain.timedOut && !busy) return this.#judgeUnmount(target, [target], plain, 'unmounted');
 
-    this.#log.warn({ target, timeoutMs }, 'Timed out waiting for unmount, trying with -f');
+    this.#log.warn(
+      { target, timeoutMs, busy },
+      busy
+        ? 'Unmount busy on an unresponsive filesystem, trying with -f'
+        : 'Timed out waiting for unmount, trying with -f',
+    );
     const forced = await this.#umount(['-f'], target, timeoutMs);
     if (succeeded(forced)) return 'forced';
     if (!forced.timedOut && !(await this.#stillMounted(target))) return 'unmounted';
@@ -422,6 +431,8 @@ export class LinuxMounter implements Interface {
 export function createLinuxMounter(opts: LinuxMounterOptions = {}): LinuxMounter {
   return new LinuxMounter(opts);
 }
+
+const isBusy = (res: RunResult) => !succeeded(res) && /target is busy|device is busy/i.test(res.output);
 
 function succeeded(res: RunResult): boolean {
   return res.exitCode === 0 && !res.timedOut;

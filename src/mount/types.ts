@@ -55,7 +55,10 @@ export interface Interface {
   ): Promise<void>;
   /** umount target; unmounting something not mounted is success ('not-mounted'). */
   unmount(target: string): Promise<UnmountOutcome>;
-  /** umount with a deadline; on timeout retried as `umount -f`, then `umount -l`. */
+  /**
+   * For a filesystem that does not answer: umount with a deadline; on timeout
+   * (or busy: its stuck requests hold it) retried as `umount -f`, then `umount -l`.
+   */
   unmountWithForce(target: string, timeoutMs: number): Promise<UnmountOutcome>;
   /** Cheap check by device numbers; false means "probably a mount point". ENOENT throws. */
   isLikelyNotMountPoint(path: string): Promise<boolean>;
