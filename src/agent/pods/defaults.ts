@@ -162,8 +162,8 @@ export function podFromDocument(doc: Obj): V1Pod {
   return doc as V1Pod;
 }
 
-/** defaultPod on the document itself (changed in place). */
-function defaultPodDocument(out: Obj): void {
+/** defaultPod on a document the caller owns (a copy it just made): changed in place, no second copy. */
+export function defaultPodDocument(out: Obj): void {
   if (!isObj(out.spec)) return;
   const spec = out.spec;
   setIfAbsent(spec, 'dnsPolicy', 'ClusterFirst');

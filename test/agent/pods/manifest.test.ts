@@ -46,6 +46,66 @@ describe('parseManifestFile', () => {
     assert.deepEqual(at(pods, 0).spec?.volumes, [{ name: 'd', emptyDir: {} }]);
   });
 
+  test('a stream of JSON documents reads as the same documents written in YAML', () => {
+    const docs = ['a', 'b', 'c'].map((name) => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, labels: { app: name } },
+      spec: {
+        containers: [{ name: 'app', image: 'busybox' }],
+        volumes: [{ name: 'd', emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } }],
+      },
+    }));
+    const json = parseManifestFile(docs.map((d) => JSON.stringify(d)).join('\n---\n'), '/m/p.yaml', 'n');
+    const yaml = parseManifestFile(
+      docs.map((d) => JSON.stringify(d, null, 2).replace(/^(\s*)"([^"]+)":/gm, '$1$2:')).join('\n---\n'),
+      '/m/p.yaml',
+      'n',
+    );
+    assert.deepEqual(json.errors, []);
+    assert.equal(json.pods.length, 3);
+    assert.deepEqual(json.pods, yaml.pods);
+  });
+
+  test('a JSON stream with a broken document still reads the others and numbers the broken one', () => {
+    const good = (name: string) =>
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name },
+        spec: { containers: [{ name: 'c', image: 'busybox' }] },
+      });
+    const { pods, errors } = parseManifestFile(
+      [good('one'), '{"apiVersion": "v1",', good('three')].join('\n---\n'),
+      '/m/p.yaml',
+      'n',
+    );
+    assert.deepEqual(
+      pods.map((p) => p.metadata?.name),
+      ['one-n', 'three-n'],
+    );
+    assert.deepEqual(
+      errors.map((e) => [e.document, e.reason]),
+      [[2, 'ParseError']],
+    );
+  });
+
+  test('a JSON stream larger than one document may be is read document by document, not refused whole', () => {
+    const padding = 'x'.repeat(300 * 1024);
+    const doc = (name: string) =>
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name, annotations: { padding } },
+        spec: { containers: [{ name: 'c', image: 'busybox' }] },
+      });
+    const text = Array.from({ length: 6 }, (_, i) => doc(`p${i}`)).join('\n---\n');
+    assert.ok(text.length > MAX_DOCUMENT_BYTES);
+    const { pods, errors } = parseManifestFile(text, '/m/p.yaml', 'n');
+    assert.deepEqual(errors, []);
+    assert.equal(pods.length, 6);
+  });
+
   test('reports invalid JSON without throwing or quoting the document', () => {
     const { pods, errors } = parseManifestFile('{"apiVersion": "v1", "secret": tok3n', '/m/bad.json', 'n');
     assert.deepEqual(pods, []);
