@@ -12,7 +12,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
-import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { mountPointsBelow, mountTest, tempDir } from '../helpers/mountns.ts';
 import { figure, pct } from './lib.ts';
 
 const hasBindfs = () => !spawnSync('bindfs', ['--version'], { stdio: 'ignore' }).error;
@@ -59,12 +59,7 @@ mountTest('chaos: a restart over a hung volume does not hold start, /readyz or t
     await p?.stop('SIGKILL');
     fuse?.kill('SIGCONT');
     fuse?.kill('SIGKILL');
-    const lines = (await readFile('/proc/self/mountinfo', 'utf8')).split('\n');
-    for (const mp of lines
-      .map((l) => l.split(' ')[4])
-      .filter((m) => m?.startsWith(`${base}/`))
-      .reverse())
-      spawnSync('umount', ['-l', '-c', mp], { timeout: 10_000 });
+    for (const mp of await mountPointsBelow(base)) spawnSync('umount', ['-l', '-c', mp], { timeout: 10_000 });
   });
   base = await tempDir(t);
   const root = join(base, 'root');
