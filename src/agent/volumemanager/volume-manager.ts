@@ -99,12 +99,6 @@ export class VolumeManager {
   #timer: NodeJS.Timeout | undefined;
   /** The reconciler pass the loop is running, if any (stop() waits for it). */
   #pass: Promise<void> | undefined;
-  /**
-   * Settles when the pass running now ends, whoever started it (the loop or
-   * kick()): stop() waits for it, so a kicked pass's housekeeping (a pod
-   * directory removed, then its records) is not cut in half.
-   */
-  #inPass: Promise<void> | undefined;
   #ticking = false;
   /** A pass is scheduled by kick(), or was asked for while one ran. */
   #kicked = false;
@@ -205,7 +199,6 @@ export class VolumeManager {
     this.#timer = undefined;
     // A pass in progress (its housekeeping removes a pod directory, then the pod's records) ends first.
     await this.#pass;
-    await this.#inPass;
     await this.executor.drain();
     await this.stats.settle();
   }
@@ -322,10 +315,6 @@ export class VolumeManager {
 
   async #reconcile(): Promise<void> {
     this.#ticking = true;
-    let passEnded = () => {};
-    this.#inPass = new Promise<void>((resolve) => {
-      passEnded = resolve;
-    });
     const started = performance.now();
     try {
       this.#lastTick = this.#now();
@@ -359,7 +348,6 @@ export class VolumeManager {
     } finally {
       this.#o.metrics.reconcile((performance.now() - started) / 1000);
       this.#ticking = false;
-      passEnded();
       if (this.#again) {
         this.#again = false;
         this.#kick();
