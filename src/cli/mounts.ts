@@ -5,10 +5,9 @@
 // ready, a mount kubelet would refuse), 2 usage error, 3 no podvol answered.
 import { type Command, Option } from 'commander';
 import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
-import { callRuntime, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
-import { errorMessage } from '../errno.ts';
+import { callRuntime, resolvePod } from '../agent/runtime/client.ts';
 import { EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, setExitCode, usageError } from './command.ts';
-import { runtimeSocketOption } from './options.ts';
+import { runtimeSocketFailure, runtimeSocketOption } from './options.ts';
 
 const REQUEST_TIMEOUT_MS = 30_000;
 
@@ -84,8 +83,7 @@ async function runMounts(pod: string, flags: MountsFlags): Promise<number> {
     );
     return EXIT_OK;
   } catch (err) {
-    process.stderr.write(`podvol mounts: ${errorMessage(err)}\n`);
-    return err instanceof UnreachableError ? EXIT_UNREACHABLE : EXIT_FAILURE;
+    return runtimeSocketFailure('mounts', err);
   }
 }
 

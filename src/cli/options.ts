@@ -3,8 +3,9 @@
 import { hostname } from 'node:os';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { defaultLogFormat, logFormats, logLevels } from '../agent/logger.ts';
+import { UnreachableError } from '../agent/runtime/client.ts';
 import { errorMessage } from '../errno.ts';
-import { stringOption } from './command.ts';
+import { EXIT_FAILURE, EXIT_UNREACHABLE, stringOption } from './command.ts';
 import { parseDuration } from './duration.ts';
 
 export const nonEmpty = (what: string) => (v: string) => {
@@ -57,6 +58,12 @@ export function addNodeNameOptions(cmd: Command): Command {
 }
 /** Where `podvol run` serves the runtime API and `podvol mounts`/`wait` reach it; '' disables it. */
 export const DEFAULT_RUNTIME_SOCKET = '/run/podvol/podvol.sock';
+/** How `podvol mounts` and `podvol wait` end on an error: the message, and exit 3 when nothing answered on the socket. */
+export function runtimeSocketFailure(command: string, err: unknown): number {
+  process.stderr.write(`podvol ${command}: ${errorMessage(err)}\n`);
+  return err instanceof UnreachableError ? EXIT_UNREACHABLE : EXIT_FAILURE;
+}
+
 export const runtimeSocketOption = () =>
   new Option('--runtime-socket <path>', "the runtime API's unix socket ('' disables it in run)")
     .env('PODVOL_RUNTIME_SOCKET')

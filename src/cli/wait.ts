@@ -4,10 +4,9 @@
 // volumes and their reasons are printed), 2 usage error, 3 no podvol answered.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
-import { callRuntime, PodNotKnownError, resolvePod, UnreachableError } from '../agent/runtime/client.ts';
-import { errorMessage } from '../errno.ts';
+import { callRuntime, PodNotKnownError, resolvePod } from '../agent/runtime/client.ts';
 import { EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, setExitCode, usageError } from './command.ts';
-import { parseGoDuration, runtimeSocketOption } from './options.ts';
+import { parseGoDuration, runtimeSocketFailure, runtimeSocketOption } from './options.ts';
 
 /** Go durations (kubelet's flags), or plain seconds; milliseconds. */
 const asDuration = (v: string) => (/^\d+(\.\d+)?$/.test(v) ? Number(v) * 1000 : parseGoDuration(v));
@@ -93,8 +92,7 @@ async function runWait(pod: string, flags: WaitFlags): Promise<number> {
       }
     }
   } catch (err) {
-    process.stderr.write(`podvol wait: ${errorMessage(err)}\n`);
-    return err instanceof UnreachableError ? EXIT_UNREACHABLE : EXIT_FAILURE;
+    return runtimeSocketFailure('wait', err);
   }
 }
 

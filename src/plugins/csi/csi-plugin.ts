@@ -284,7 +284,7 @@ export interface CSIPlugin extends NodeExpandableVolumePlugin {
 }
 
 export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
-  let host!: VolumeHost;
+  let host: VolumeHost;
   const proto = o.proto ?? lazyCSIProto();
   const deviceLock = new KeyedMutex();
   /** Staged devices known in this process; anything else is staged (again) on the next SetUp. */

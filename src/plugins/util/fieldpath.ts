@@ -217,28 +217,15 @@ export function extractResourceValue(
 
   const milli = (q: Quantity) => ceilDiv(quantityMilliValue(q), quantityMilliValue(divisor));
   const units = (q: Quantity) => ceilDiv(quantityValue(q), quantityValue(divisor));
-  switch (ref.resource) {
-    case 'limits.cpu':
-      return milli(lookup(limits, 'cpu', `${what} limits`));
-    case 'limits.memory':
-      return units(lookup(limits, 'memory', `${what} limits`));
-    case 'limits.ephemeral-storage':
-      return units(lookup(limits, 'ephemeral-storage', `${what} limits`));
-    case 'requests.cpu':
-      return milli(lookup(requests, 'cpu', `${what} requests`));
-    case 'requests.memory':
-      return units(lookup(requests, 'memory', `${what} requests`));
-    case 'requests.ephemeral-storage':
-      return units(lookup(requests, 'ephemeral-storage', `${what} requests`));
-  }
-  for (const kind of ['requests', 'limits'] as const) {
+  // ExtractContainerResourceValue: cpu in millicores; memory, ephemeral-storage and hugepages-<size> in units.
+  for (const kind of ['limits', 'requests'] as const) {
     const prefix = `${kind}.`;
-    if (ref.resource.startsWith(prefix)) {
-      const name = ref.resource.slice(prefix.length);
-      if (name.startsWith('hugepages-')) {
-        return units(lookup(kind === 'requests' ? requests : limits, name, `${what} ${kind}`));
-      }
-    }
+    if (!ref.resource.startsWith(prefix)) continue;
+    const name = ref.resource.slice(prefix.length);
+    const list = kind === 'limits' ? limits : requests;
+    if (name === 'cpu') return milli(lookup(list, name, `${what} ${kind}`));
+    if (name === 'memory' || name === 'ephemeral-storage' || name.startsWith('hugepages-'))
+      return units(lookup(list, name, `${what} ${kind}`));
   }
   throw new Error(`unsupported container resource : ${ref.resource}`);
 }
