@@ -188,6 +188,16 @@ export class SafeDir {
     }
   }
 
+  /** An O_PATH fd of the entry `name`, whatever it is (a symlink is not followed); undefined when there is none. */
+  async openEntry(name: string): Promise<FsHandle | undefined> {
+    try {
+      return await this.fs.open(this.child(name), O_PATH | O_NOFOLLOW);
+    } catch (err) {
+      if (errnoCode(err) === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
   /**
    * lchown + chmod of the entry `name` without following it, even if it is
    * swapped for a symlink meanwhile: both act on an O_PATH fd of what was
@@ -195,13 +205,8 @@ export class SafeDir {
    * lstat result and returns the new mode, or undefined to leave it.
    */
   async chownChmodChild(name: string, gid: number, mode: (st: FsStats) => number | undefined): Promise<void> {
-    let fh: FsHandle;
-    try {
-      fh = await this.fs.open(this.child(name), O_PATH | O_NOFOLLOW);
-    } catch (err) {
-      if (errnoCode(err) === 'ENOENT') return;
-      throw err;
-    }
+    const fh = await this.openEntry(name);
+    if (!fh) return;
     try {
       const self = `/proc/self/fd/${fh.fd}`;
       const st = await fh.stat();

@@ -14,7 +14,6 @@ import { errnoCode, errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import { VolumeError } from '../plugins/types.ts';
-import { type FsHandle, O_NOFOLLOW, O_PATH } from './fs.ts';
 import { podDir } from './paths.ts';
 import {
   openDirBeneath,
@@ -196,13 +195,8 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
    */
   async function cleanEntry(dir: SafeDir, name: string): Promise<void> {
     for (let unmounts = 0; ; unmounts++) {
-      let fh: FsHandle;
-      try {
-        fh = await dir.fs.open(dir.child(name), O_PATH | O_NOFOLLOW);
-      } catch (err) {
-        if (errnoCode(err) === 'ENOENT') return;
-        throw err;
-      }
+      const fh = await dir.openEntry(name);
+      if (!fh) return;
       let mounted: boolean;
       let isDir: boolean;
       try {
