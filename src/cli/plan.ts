@@ -7,11 +7,11 @@ import { resolve } from 'node:path';
 import { text } from 'node:stream/consumers';
 import type { V1Pod } from '@kubernetes/client-node';
 import { type Command, Option } from 'commander';
-import { pino } from 'pino';
 import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
 import type { Plan } from '../agent/ops/plan.ts';
 import type { SourceError } from '../agent/pods/types.ts';
 import { errorMessage } from '../errno.ts';
+import { silentLogger } from '../logger.ts';
 import { EXIT_FAILURE, EXIT_OK, setExitCode } from './command.ts';
 import { nodeNameOption, nonEmpty, rootDirOption } from './options.ts';
 
@@ -35,7 +35,7 @@ async function readPods(file: string, nodeName: string): Promise<{ pods: V1Pod[]
   const { createStaticPodSource } = await import('../agent/pods/static-source.ts');
   await stat(file); // a missing path is an error here, not an empty directory to wait for
   // The UID of a static pod hashes its file's path: the same absolute path `run` would see.
-  const source = createStaticPodSource({ dir: resolve(file), nodeName, logger: pino({ level: 'silent' }) });
+  const source = createStaticPodSource({ dir: resolve(file), nodeName, logger: silentLogger() });
   await source.start();
   await source.stop();
   return { pods: source.pods(), errors: source.errors() };
