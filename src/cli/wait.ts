@@ -5,6 +5,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
 import { callRuntime, PodNotKnownError, resolvePod } from '../agent/runtime/client.ts';
+import { fieldOf } from '../errno.ts';
 import { EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, setExitCode, usageError } from './command.ts';
 import { parseGoDuration, runtimeSocketFailure, runtimeSocketOption } from './options.ts';
 
@@ -27,9 +28,20 @@ interface VolumeLine {
   message?: string;
 }
 
+const optionalString = (v: unknown) => v === undefined || typeof v === 'string';
+
+/** A volume of the daemon's answer (src/agent/runtime/api.ts writes them), checked field by field. */
+function isVolumeLine(v: unknown): v is VolumeLine {
+  return (
+    typeof fieldOf(v, 'name') === 'string' &&
+    typeof fieldOf(v, 'state') === 'string' &&
+    optionalString(fieldOf(v, 'reason')) &&
+    optionalString(fieldOf(v, 'message'))
+  );
+}
+
 function printReasons(body: Record<string, unknown>): void {
-  // Cast: the daemon's own answer (src/agent/runtime/api.ts writes this array).
-  const volumes = (body.volumes ?? []) as VolumeLine[];
+  const volumes = Array.isArray(body.volumes) ? body.volumes.filter(isVolumeLine) : [];
   for (const v of volumes) {
     if (v.state === 'mounted' && body.ready) continue;
     process.stderr.write(
