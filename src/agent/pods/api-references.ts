@@ -7,7 +7,7 @@
 // no pod of this node was given: podvol refuses the pod, reason
 // StaticPodAPIReference, with the words the API server would use.
 
-import type { V1Container, V1Pod, V1Volume } from '@kubernetes/client-node';
+import type { V1Container, V1EnvFromSource, V1EnvVar, V1Pod, V1Volume } from '@kubernetes/client-node';
 import type { SourceReason } from '../../reasons.ts';
 
 export const STATIC_POD_API_REFERENCE = 'StaticPodAPIReference' satisfies SourceReason;
@@ -23,16 +23,35 @@ function containers(pod: V1Pod): { kind: string; c: V1Container }[] {
   ];
 }
 
+/** The objects of one kind every container's envFrom and env name (`fromName`, `keyRefName` pick them). */
+function visitContainerEnv(
+  pod: V1Pod,
+  visit: Visit,
+  fromName: (e: V1EnvFromSource) => string | undefined,
+  keyRefName: (e: V1EnvVar) => string | undefined,
+): void {
+  for (const { kind, c } of containers(pod)) {
+    const at = `${kind}[${JSON.stringify(c.name)}]`;
+    for (const e of c.envFrom ?? []) {
+      const name = fromName(e);
+      if (name) visit(name, `${at}.envFrom`);
+    }
+    for (const e of c.env ?? []) {
+      const name = keyRefName(e);
+      if (name) visit(name, `${at}.env[${JSON.stringify(e.name)}]`);
+    }
+  }
+}
+
 /** Every secret a pod names, as podutil.VisitPodSecretNames walks them. */
 function visitSecrets(pod: V1Pod, visit: Visit): void {
   for (const r of pod.spec?.imagePullSecrets ?? []) if (r.name) visit(r.name, 'imagePullSecrets');
-  for (const { kind, c } of containers(pod)) {
-    const at = `${kind}[${JSON.stringify(c.name)}]`;
-    for (const e of c.envFrom ?? []) if (e.secretRef?.name) visit(e.secretRef.name, `${at}.envFrom`);
-    for (const e of c.env ?? [])
-      if (e.valueFrom?.secretKeyRef?.name)
-        visit(e.valueFrom.secretKeyRef.name, `${at}.env[${JSON.stringify(e.name)}]`);
-  }
+  visitContainerEnv(
+    pod,
+    visit,
+    (e) => e.secretRef?.name,
+    (e) => e.valueFrom?.secretKeyRef?.name,
+  );
   for (const v of pod.spec?.volumes ?? []) {
     const at = `volume ${JSON.stringify(v.name)}`;
     const refs: (string | undefined)[] = [
@@ -54,13 +73,12 @@ function visitSecrets(pod: V1Pod, visit: Visit): void {
 
 /** Every configMap a pod names, as podutil.VisitPodConfigmapNames walks them. */
 function visitConfigMaps(pod: V1Pod, visit: Visit): void {
-  for (const { kind, c } of containers(pod)) {
-    const at = `${kind}[${JSON.stringify(c.name)}]`;
-    for (const e of c.envFrom ?? []) if (e.configMapRef?.name) visit(e.configMapRef.name, `${at}.envFrom`);
-    for (const e of c.env ?? [])
-      if (e.valueFrom?.configMapKeyRef?.name)
-        visit(e.valueFrom.configMapKeyRef.name, `${at}.env[${JSON.stringify(e.name)}]`);
-  }
+  visitContainerEnv(
+    pod,
+    visit,
+    (e) => e.configMapRef?.name,
+    (e) => e.valueFrom?.configMapKeyRef?.name,
+  );
   for (const v of pod.spec?.volumes ?? []) {
     const at = `volume ${JSON.stringify(v.name)}`;
     if (v.configMap?.name) visit(v.configMap.name, at);
