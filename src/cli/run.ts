@@ -234,7 +234,7 @@ export function runCommand(program: Command): void {
     .addOption(
       new Option(
         '--max-concurrent-operations <n>',
-        'mount and unmount operations running at once (default: 2 per CPU, at least 4; one pod gets at most half)',
+        'mount and unmount operations running at once (default: 2 per CPU, at least 4; a pod gets more than half only while no other pod waits)',
       )
         .env('PODVOL_MAX_CONCURRENT_OPERATIONS')
         .argParser(positiveInteger),

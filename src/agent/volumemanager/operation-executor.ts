@@ -3,7 +3,8 @@
 // (0.5 s doubling to 2m2s) that resets when the operation name changes. Unlike
 // kubelet, the operations running at once are bounded (a pool): one pod with a
 // thousand volumes must not start a thousand mount(8) processes at once; the
-// reconciler offers the rest again on its next pass.
+// reconciler offers the rest again on its next pass. How the pool's slots are
+// shared between pods is decided here and nowhere else (offer()).
 import { availableParallelism } from 'node:os';
 
 export const initialDurationBeforeRetryMs = 500;
@@ -20,6 +21,16 @@ export interface OperationState {
 
 export type RunResult = 'started' | 'already-pending' | 'backoff' | 'busy';
 
+/** An operation the reconciler asks to run: `fn` under `key` (a pod UID, '/', a volume name). */
+export interface Operation {
+  key: string;
+  operationName: string;
+  fn: () => Promise<void>;
+}
+
+/** The key group an operation counts against in the pool: its pod (the key up to and with the first '/'). */
+const groupOf = (key: string) => key.slice(0, key.indexOf('/') + 1 || key.length);
+
 /** Default pool size: mount work waits on processes and disks more than on CPUs. */
 export const defaultMaxConcurrentOperations = () => Math.max(4, 2 * availableParallelism());
 
@@ -28,7 +39,8 @@ export class OperationExecutor {
   readonly #inFlight = new Set<Promise<void>>();
   readonly #now: () => number;
   readonly #max: number;
-  readonly #perGroup: number;
+  /** Half the pool: what a pod may hold while another pod has an operation waiting. */
+  readonly #share: number;
   #running = 0;
   /** Running operations per key group (the pod UID before the first '/'). */
   readonly #groupRunning = new Map<string, number>();
@@ -43,36 +55,83 @@ export class OperationExecutor {
     this.#now = now;
     this.#settled = settled;
     this.#max = Math.max(1, maxConcurrent);
-    // One pod may take at most half the pool, so the other pods keep being served.
-    this.#perGroup = Math.max(1, Math.floor(this.#max / 2));
+    this.#share = Math.max(1, Math.floor(this.#max / 2));
   }
 
   /**
-   * Starts `fn` for `key` unless an operation for the key is running or the
-   * key is backing off after a failure of the same operation.
+   * Starts what the pool allows of one reconciler pass's operations (every
+   * operation the pass wants, in the order it prefers them) and returns what
+   * became of each. An operation is not started while one for its key runs, or
+   * while its key backs off after a failure of the same operation; the others
+   * wait for a slot, and the pool shares its slots between pods so:
+   * - first, in the order offered, to pods holding less than half the pool;
+   * - then, work-conserving, the slots still free go to a pod beyond its half
+   *   only if it is the only pod with operations waiting. So one pod alone
+   *   uses the whole pool (a 3-volume pod is set up in one round), while a pod
+   *   with a thousand volumes never keeps another pod waiting for more than the
+   *   end of one of its operations: once another pod waits, a slot that frees
+   *   goes to it, not back to the pod beyond half.
+   * Every pass offers every waiting operation again (after each operation ends,
+   * and every loop period), so "waiting" is what this call could not start.
    */
-  run(key: string, operationName: string, fn: () => Promise<void>): RunResult {
-    const prev = this.#ops.get(key);
-    if (prev?.pending) return 'already-pending';
-    const group = key.slice(0, key.indexOf('/') + 1 || key.length);
-    if (this.#running >= this.#max || (this.#groupRunning.get(group) ?? 0) >= this.#perGroup) return 'busy';
-    let state: OperationState;
-    if (prev && prev.operationName === operationName) {
-      if (
-        prev.lastErrorTime !== undefined &&
-        this.#now() - prev.lastErrorTime <= prev.durationBeforeRetryMs
-      ) {
-        return 'backoff';
+  offer(operations: readonly Operation[]): RunResult[] {
+    const results: RunResult[] = [];
+    const waiting: [number, Operation][] = [];
+    operations.forEach((op, i) => {
+      const admitted = this.#admit(op);
+      if (admitted !== 'waiting') results[i] = admitted;
+      else if (this.#running < this.#max && this.#groupCount(groupOf(op.key)) < this.#share) {
+        results[i] = this.#start(op);
+      } else {
+        results[i] = 'busy';
+        waiting.push([i, op]);
       }
-      state = prev;
-    } else {
+    });
+    if (new Set(waiting.map(([, op]) => groupOf(op.key))).size !== 1) return results;
+    for (const [i, op] of waiting) {
+      if (this.#running >= this.#max) break;
+      if (this.#admit(op) === 'waiting') results[i] = this.#start(op);
+    }
+    return results;
+  }
+
+  /** One operation offered on its own: offer([{ key, operationName, fn }]). */
+  run(key: string, operationName: string, fn: () => Promise<void>): RunResult {
+    return this.offer([{ key, operationName, fn }])[0] ?? 'busy';
+  }
+
+  #groupCount(group: string): number {
+    return this.#groupRunning.get(group) ?? 0;
+  }
+
+  /** Whether `op` may start as far as its key is concerned: 'waiting' (for a slot) if so. */
+  #admit(op: Operation): 'waiting' | 'already-pending' | 'backoff' {
+    const prev = this.#ops.get(op.key);
+    if (prev?.pending) return 'already-pending';
+    if (
+      prev &&
+      prev.operationName === op.operationName &&
+      prev.lastErrorTime !== undefined &&
+      this.#now() - prev.lastErrorTime <= prev.durationBeforeRetryMs
+    ) {
+      return 'backoff';
+    }
+    return 'waiting';
+  }
+
+  #start({ key, operationName, fn }: Operation): 'started' {
+    const group = groupOf(key);
+    const prev = this.#ops.get(key);
+    let state: OperationState;
+    if (prev && prev.operationName === operationName) state = prev;
+    else {
       state = { operationName, pending: false, attempts: 0, durationBeforeRetryMs: 0 };
       this.#ops.set(key, state);
     }
     state.pending = true;
     state.attempts++;
     this.#running++;
-    this.#groupRunning.set(group, (this.#groupRunning.get(group) ?? 0) + 1);
+    this.#groupRunning.set(group, this.#groupCount(group) + 1);
     const p = (async () => {
       let ok = false;
       try {

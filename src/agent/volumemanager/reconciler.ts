@@ -5,6 +5,7 @@
 import type { MountedVolume } from './actual-state.ts';
 import type { VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
+import type { Operation } from './operation-executor.ts';
 import { expandVolume, mountVolume, unmountVolume } from './operation-generator.ts';
 
 /**
@@ -66,14 +67,27 @@ export function volumesToUnmount(ctx: VolumeManagerContext): MountedVolume[] {
   return asw.all().filter((v) => !dsw.pod(v.podUID) && !ctx.heldPod?.(v.podUID));
 }
 
-/** kubelet's reconciler.unmountVolumes. */
-export function unmountVolumes(ctx: VolumeManagerContext, volumes = volumesToUnmount(ctx)): void {
-  for (const v of volumes) ctx.executor.run(v.key, 'volume_unmount', () => unmountVolume(ctx, v));
+/**
+ * kubelet's reconciler.unmountVolumes: the unmount operations of this pass. The
+ * reconciler offers them with the pass's mounts in one executor.offer(), which
+ * decides what the pool starts.
+ */
+export function unmountVolumes(ctx: VolumeManagerContext, volumes = volumesToUnmount(ctx)): Operation[] {
+  return volumes.map((v) => ({
+    key: v.key,
+    operationName: 'volume_unmount',
+    fn: () => unmountVolume(ctx, v),
+  }));
 }
 
-/** kubelet's reconciler.mountOrAttachVolumes: every desired volume not mounted, or due a remount. */
-export function mountVolumes(ctx: VolumeManagerContext): void {
+/**
+ * kubelet's reconciler.mountOrAttachVolumes: the operations of this pass for
+ * every desired volume not mounted, due a remount or a resize, in the order
+ * they should get the pool's slots.
+ */
+export function mountVolumes(ctx: VolumeManagerContext): Operation[] {
   const { asw, dsw } = ctx;
+  const operations: Operation[] = [];
   // Volumes not yet mounted are offered the pool's free slots before refreshes
   // of mounted ones: the periodic refresh of a 1,000-volume pod takes longer
   // than its period, and served first it kept the rest of the pod (or a new
@@ -87,16 +101,22 @@ export function mountVolumes(ctx: VolumeManagerContext): void {
       // kubelet's GenerateExpandInUseVolumeFunc: the claim asked for more room while the pod runs.
       const pod = v.resizeRequired ? dsw.pod(d.podUID)?.pod : undefined;
       if (v.resizeRequired && pod)
-        ctx.executor.run(d.key, 'volume_fs_resize', () => expandVolume(ctx, v, pod));
+        operations.push({
+          key: d.key,
+          operationName: 'volume_fs_resize',
+          fn: () => expandVolume(ctx, v, pod),
+        });
       continue;
     }
     if (v?.state === 'mounted') refreshes.push([d, v]);
-    else start(ctx, d, v);
+    else mount(d, v);
   }
-  for (const [d, v] of refreshes) start(ctx, d, v);
-}
+  for (const [d, v] of refreshes) mount(d, v);
+  return operations;
 
-function start(ctx: VolumeManagerContext, d: VolumeToMount, v: MountedVolume | undefined): void {
-  const pod = ctx.dsw.pod(d.podUID)?.pod;
-  if (pod) ctx.executor.run(d.key, 'volume_mount', () => mountVolume(ctx, d, pod, v));
+  function mount(d: VolumeToMount, v: MountedVolume | undefined): void {
+    const pod = dsw.pod(d.podUID)?.pod;
+    if (pod)
+      operations.push({ key: d.key, operationName: 'volume_mount', fn: () => mountVolume(ctx, d, pod, v) });
+  }
 }

@@ -15,7 +15,7 @@ import { ActualStateOfWorld, type MountedVolume } from './actual-state.ts';
 import type { ClaimLookup } from './claims.ts';
 import type { VolumeManagerContext, VolumeManagerMetrics } from './context.ts';
 import { DesiredStateOfWorld } from './desired-state.ts';
-import { defaultMaxConcurrentOperations, OperationExecutor } from './operation-executor.ts';
+import { defaultMaxConcurrentOperations, type Operation, OperationExecutor } from './operation-executor.ts';
 import { cleanupOrphanedPodDirs } from './orphan-cleanup.ts';
 import { DesiredStateOfWorldPopulator } from './populator.ts';
 import { createSpecChange, mountVolumes, unmountVolumes, volumesToUnmount } from './reconciler.ts';
@@ -321,16 +321,22 @@ export class VolumeManager {
       if (this.#populator.populate()) this.#notify();
       const ready = this.#o.sourcesReady();
       if (ready) this.#populated = true;
-      if (ready) {
-        const toUnmount = volumesToUnmount(this.#ctx);
-        if (this.#settle.allow(this.asw.all(), toUnmount)) unmountVolumes(this.#ctx, toUnmount);
-      }
       if (ready && this.#failedReconstruction.length > 0) {
         const failed = this.#failedReconstruction;
         this.#failedReconstruction = [];
         await cleanOrphanVolumes(this.#ctx, failed);
       }
-      mountVolumes(this.#ctx);
+      // The pass's unmounts and mounts are offered to the pool together (it shares
+      // its slots between the pods that wait), computed and offered with no await
+      // between, so each is decided on the states as they are.
+      const operations: Operation[] = [];
+      if (ready) {
+        const toUnmount = volumesToUnmount(this.#ctx);
+        if (this.#settle.allow(this.asw.all(), toUnmount))
+          operations.push(...unmountVolumes(this.#ctx, toUnmount));
+      }
+      operations.push(...mountVolumes(this.#ctx));
+      this.executor.offer(operations);
       this.stats.tick();
       const held = this.#settle.hold() !== undefined;
       const due =

@@ -38,7 +38,12 @@ export async function harness(
   opts: Partial<
     Pick<
       VolumeManagerOptions,
-      'settlePeriodMs' | 'loopPeriodMs' | 'housekeepingPeriodMs' | 'volumeStatsPeriodMs' | 'metrics'
+      | 'settlePeriodMs'
+      | 'loopPeriodMs'
+      | 'housekeepingPeriodMs'
+      | 'volumeStatsPeriodMs'
+      | 'metrics'
+      | 'maxConcurrentOperations'
     >
   > & {
     root?: string;
@@ -75,6 +80,7 @@ export async function harness(
     housekeepingPeriodMs: opts.housekeepingPeriodMs,
     volumeStatsPeriodMs: opts.volumeStatsPeriodMs,
     metrics: opts.metrics,
+    maxConcurrentOperations: opts.maxConcurrentOperations,
   });
   await vm.reconstruct();
   const settle = async () => {

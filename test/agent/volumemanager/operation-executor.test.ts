@@ -53,22 +53,100 @@ test('failures back off 0.5 s doubling to 2m2s; another operation resets the bac
   assert.equal(ex.state('k')?.durationBeforeRetryMs, 500);
 });
 
-test('the pool bounds operations running at once; one key group gets at most half of it', async () => {
+test('the pool bounds operations running at once; a pod beyond half of it gets no slot while another pod waits', async () => {
   const ex = new OperationExecutor(Date.now, 4);
   const release: (() => void)[] = [];
   const op = () => new Promise<void>((r) => release.push(r));
-  assert.equal(ex.run('a/1', 'volume_mount', op), 'started');
-  assert.equal(ex.run('a/2', 'volume_mount', op), 'started');
-  assert.equal(ex.run('a/3', 'volume_mount', op), 'busy', 'pod a has half the pool');
-  assert.equal(ex.run('b/1', 'volume_mount', op), 'started');
-  assert.equal(ex.run('c/1', 'volume_mount', op), 'started');
-  assert.equal(ex.run('d/1', 'volume_mount', op), 'busy', 'the pool is full');
+  const offer = (...keys: string[]) =>
+    ex.offer(keys.map((key) => ({ key, operationName: 'volume_mount', fn: op })));
+  assert.deepEqual(
+    offer('a/1', 'a/2', 'a/3', 'b/1', 'c/1', 'd/1'),
+    ['started', 'started', 'busy', 'started', 'started', 'busy'],
+    'pod a has half the pool while b, c and d wait; then the pool is full',
+  );
   assert.equal(ex.runningCount(), 4);
   assert.equal(ex.state('d/1'), undefined, 'a busy refusal is not an attempt');
-  release.shift()?.();
+  release.splice(2, 1)[0]?.(); // b/1 ends
   await new Promise((r) => setImmediate(r));
-  assert.equal(ex.run('a/3', 'volume_mount', op), 'started');
+  assert.deepEqual(offer('a/3', 'd/1'), ['busy', 'started'], 'the freed slot goes to the pod under half');
   for (const r of release.splice(0)) r();
   await ex.drain();
   assert.equal(ex.runningCount(), 0);
+});
+
+test('work-conserving: a pod alone takes the whole pool; a slot that frees goes to another pod that waits', async () => {
+  const ex = new OperationExecutor(Date.now, 4);
+  const release = new Map<string, () => void>();
+  const done = new Set<string>();
+  // Like a reconciler pass: every volume not yet done is offered, in the pods' order.
+  const pass = (...keys: string[]) => {
+    const todo = keys.filter((k) => !done.has(k));
+    const results = ex.offer(
+      todo.map((key) => ({
+        key,
+        operationName: 'volume_mount',
+        fn: () => new Promise<void>((r) => release.set(key, r)),
+      })),
+    );
+    return todo.filter((_, i) => results[i] === 'started');
+  };
+  const finish = async (...keys: string[]) => {
+    for (const k of keys) {
+      release.get(k)?.();
+      done.add(k);
+    }
+    await new Promise((r) => setImmediate(r));
+  };
+  const big = Array.from({ length: 10 }, (_, i) => `big/${i}`);
+  const small = ['small/a', 'small/b', 'small/c'];
+  assert.deepEqual(pass(...small), small, 'a 3-volume pod alone is set up in one round');
+  await finish(...small);
+
+  assert.deepEqual(pass(...big), ['big/0', 'big/1', 'big/2', 'big/3'], 'alone, a pod takes the whole pool');
+  const late = ['late/a', 'late/b', 'late/c'];
+  // A small pod arrives: the pool is full. Each slot that frees goes to it, not back to the pod
+  // beyond half, until it has half the pool itself.
+  assert.deepEqual(pass(...big, ...late), []);
+  await finish('big/0');
+  assert.deepEqual(pass(...big, ...late), ['late/a']);
+  await finish('big/1');
+  assert.deepEqual(pass(...big, ...late), ['late/b']);
+  // Both at half: a slot the big pod frees is its own again (under half), the small one keeps waiting.
+  await finish('big/2');
+  assert.deepEqual(pass(...big, ...late), ['big/4']);
+  // A slot the small pod frees goes to it again, and once it is done, the big pod takes every slot.
+  await finish('late/a');
+  assert.deepEqual(pass(...big, ...late), ['late/c']);
+  await finish('late/b', 'late/c');
+  assert.deepEqual(pass(...big, ...late), ['big/5', 'big/6']);
+  assert.equal(ex.runningCount(), 4);
+  await finish(...big);
+  await ex.drain();
+});
+
+test('an operation backing off or running is not waiting: it does not keep a pod beyond half', async () => {
+  const ex = new OperationExecutor(Date.now, 4);
+  const release: (() => void)[] = [];
+  const hold = () => new Promise<void>((r) => release.push(r));
+  assert.equal(
+    ex.run('b/1', 'volume_mount', async () => {
+      throw new Error('boom');
+    }),
+    'started',
+  );
+  await ex.drain();
+  const offers = ['a/1', 'a/2', 'a/3', 'a/4'].map((key) => ({
+    key,
+    operationName: 'volume_mount',
+    fn: hold,
+  }));
+  assert.deepEqual(ex.offer([...offers, { key: 'b/1', operationName: 'volume_mount', fn: hold }]), [
+    'started',
+    'started',
+    'started',
+    'started',
+    'backoff',
+  ]);
+  for (const r of release.splice(0)) r();
+  await ex.drain();
 });

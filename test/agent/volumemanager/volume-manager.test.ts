@@ -159,3 +159,64 @@ test('a volume not yet mounted gets a free slot of the pool before refreshes of 
   assert.equal(h.vm.executor.isPending('a/late'), true, 'the new volume was started in the first pass');
   await h.vm.executor.drain();
 });
+
+test('the operation pool is work-conserving: a pod alone has every slot; once another pod waits, it gets the next free one', async (t) => {
+  const dapi = (name: string) => ({
+    name,
+    downwardAPI: { items: [{ path: 'n', fieldRef: { fieldPath: 'metadata.name' } }] },
+  });
+  const volumes = (n: number) => Array.from({ length: n }, (_, i) => dapi(`v${i}`));
+  const h = await harness(t, [pod('three', volumes(3))], { maxConcurrentOperations: 4 });
+  // Every tmpfs mount waits until the test lets it through, so the test sees what the pool started.
+  const gates = new Map<string, () => void>();
+  const mount = h.mounter.mount.bind(h.mounter);
+  h.mounter.mount = async (source, target, ...rest) => {
+    await new Promise<void>((r) => gates.set(target, r));
+    return mount(source, target, ...rest);
+  };
+  const volumeDir = (uid: string, name: string) =>
+    join(h.root, 'pods', uid, 'volumes', 'kubernetes.io~downward-api', name);
+  const running = (uid: string) =>
+    [...Array(12).keys()].filter((i) => h.vm.executor.isPending(`${uid}/v${i}`)).length;
+  /** Lets a volume's mount through and waits for its operation to end. */
+  const finish = async (uid: string, name: string) => {
+    const dir = volumeDir(uid, name);
+    (await waitFor(`the mount of ${uid}/${name}`, () => gates.get(dir), 60_000))();
+    gates.delete(dir);
+    await waitFor(
+      `${uid}/${name} mounted`,
+      () => h.vm.asw.get(`${uid}/${name}`)?.state === 'mounted',
+      60_000,
+    );
+    await waitFor(`${uid}/${name} done`, () => !h.vm.executor.isPending(`${uid}/${name}`), 60_000);
+  };
+  h.setReady(true);
+
+  await h.vm.reconcileOnce();
+  assert.equal(running('three'), 3, 'a 3-volume pod alone is set up in one round, not two');
+  for (const v of ['v0', 'v1', 'v2']) await finish('three', v);
+
+  // A pod with many volumes alone takes the whole pool.
+  h.setPods([pod('three', volumes(3)), pod('big', volumes(10))]);
+  await h.vm.reconcileOnce();
+  assert.equal(running('big'), 4);
+  // Another pod arrives while the pool is full: it waits, then gets each slot that frees until it has
+  // half the pool, while the pod beyond half gets none.
+  h.setPods([pod('three', volumes(3)), pod('big', volumes(10)), pod('small', volumes(3))]);
+  await h.vm.reconcileOnce();
+  assert.equal(running('small'), 0, 'the pool is full');
+  await finish('big', 'v0');
+  await h.vm.reconcileOnce();
+  assert.deepEqual([running('big'), running('small')], [3, 1], 'the free slot went to the pod that waited');
+  await finish('big', 'v1');
+  await h.vm.reconcileOnce();
+  assert.deepEqual([running('big'), running('small')], [2, 2]);
+  assert.equal(h.vm.executor.isPending('big/v4'), false);
+
+  // Let everything through: every volume of every pod ends up mounted.
+  h.mounter.mount = mount;
+  for (const r of gates.values()) r();
+  for (let i = 0; i < 10 && h.vm.asw.all().filter((v) => v.state === 'mounted').length < 16; i++)
+    await h.settle();
+  assert.equal(h.vm.asw.all().filter((v) => v.state === 'mounted').length, 16);
+});
