@@ -321,11 +321,6 @@ export class VolumeManager {
       if (this.#populator.populate()) this.#notify();
       const ready = this.#o.sourcesReady();
       if (ready) this.#populated = true;
-      if (ready && this.#failedReconstruction.length > 0) {
-        const failed = this.#failedReconstruction;
-        this.#failedReconstruction = [];
-        await cleanOrphanVolumes(this.#ctx, failed);
-      }
       // The pass's unmounts and mounts are offered to the pool together (it shares
       // its slots between the pods that wait), computed and offered with no await
       // between, so each is decided on the states as they are.
@@ -337,6 +332,13 @@ export class VolumeManager {
       }
       operations.push(...mountVolumes(this.#ctx));
       this.executor.offer(operations);
+      // As kubelet's reconcileNew, after the mounts: no operation is for a volume it cleans (those
+      // failed reconstruction and no pod wants them), and its deadlines delay no operation.
+      if (ready && this.#failedReconstruction.length > 0) {
+        const failed = this.#failedReconstruction;
+        this.#failedReconstruction = [];
+        await cleanOrphanVolumes(this.#ctx, failed);
+      }
       this.stats.tick();
       const held = this.#settle.hold() !== undefined;
       const due =
