@@ -22,7 +22,7 @@ import {
   figure,
   header,
   size,
-  smoke,
+  sizes,
   startPodvol,
   tempRoot,
   until,
@@ -30,8 +30,7 @@ import {
 } from './lib.ts';
 
 ensureMountNamespace();
-const flag = process.argv.find((a) => a.startsWith('--pods='))?.slice(7) ?? process.env.BENCH_PODS;
-const COUNTS = (flag ?? (smoke ? '1,2' : '1,10,50')).split(',').map(Number);
+const COUNTS = sizes('pods', [1, 10, 50], [1, 2]);
 const RUN_S = size('run-seconds', 5, 1);
 
 /** Requests made for the node as a whole, pods or not: the node, CSIDrivers, the pods list+watch. */

@@ -3,34 +3,18 @@
 // driver (real bind mounts). The baseline, measured in the same run, is the
 // driver's own time for the same calls (what any node agent must wait for);
 // the ratio is podvol's wall time over it. Needs root: it re-runs itself in a
-// private mount namespace so no mount reaches the host.
+// private mount namespace so no mount reaches the host (bench/lib.ts).
 // Run: node bench/csi.bench.ts [volumes]
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { readCalls } from '../test/csi/driver.ts';
 import { claimVolume, startHarness } from '../test/csi/harness.ts';
+import { ensureMountNamespace, tempRoot } from './lib.ts';
 
 const N = Number(process.argv[2] ?? 100);
 
-if (process.env.PODVOL_MOUNTNS !== '1') {
-  if (process.getuid?.() !== 0) {
-    process.stderr.write('csi.bench needs root (it mounts)\n');
-    process.exit(1);
-  }
-  const r = spawnSync(
-    'unshare',
-    ['--mount', '--propagation', 'private', process.execPath, ...process.argv.slice(1)],
-    {
-      stdio: 'inherit',
-      env: { ...process.env, PODVOL_MOUNTNS: '1' },
-    },
-  );
-  process.exit(r.status ?? 1);
-}
+ensureMountNamespace();
 
-const base = mkdtempSync(join(tmpdir(), 'podvol-csi-bench-'));
+const tmp = tempRoot('csi');
+const base = tmp.dir;
 const h = await startHarness(base, { driverName: 'bench.csi.podvol.io' });
 const { plugin, stateDir } = h;
 try {
@@ -66,5 +50,5 @@ try {
   process.stdout.write(`overall ratio ${total.toFixed(2)} (target ≤ 2)\n`);
 } finally {
   await h.stop();
-  rmSync(base, { recursive: true, force: true });
+  tmp.cleanup();
 }

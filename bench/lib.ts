@@ -9,26 +9,39 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freshBundle } from '../bin/fresh-bundle.js';
-import { PROC_MOUNTINFO, parseMountInfo } from '../src/mount/mountinfo.ts';
 import { freePort } from '../test/helpers/daemon.ts';
+import { isBelow, mountPointsAtOrBelow, mountTable } from '../test/helpers/mounts.ts';
 
 export const repoRoot = join(import.meta.dirname, '..');
 
 /** --smoke (or BENCH_SMOKE=1): a small size that only shows the bench still works; CI runs it. */
 export const smoke = process.argv.includes('--smoke') || process.env.BENCH_SMOKE === '1';
 
-/**
- * A size: `--name=N` on the command line, else env BENCH_<NAME> (upper case,
- * dashes as underscores), else `full`, or `small` under --smoke.
- */
-export function size(name: string, full: number, small: number): number {
+/** `--name=…` on the command line, else env BENCH_<NAME> (upper case, dashes as underscores). */
+function argument(name: string): string | undefined {
   const flag = process.argv.find((a) => a.startsWith(`--${name}=`));
-  const env = process.env[`BENCH_${name.toUpperCase().replaceAll('-', '_')}`];
-  const raw = flag ? flag.slice(name.length + 3) : env;
-  if (raw === undefined || raw === '') return smoke ? small : full;
+  const raw = flag
+    ? flag.slice(name.length + 3)
+    : process.env[`BENCH_${name.toUpperCase().replaceAll('-', '_')}`];
+  return raw === '' ? undefined : raw;
+}
+
+function positive(name: string, raw: string): number {
   const n = Number(raw);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name}: want a positive number, got "${raw}"`);
   return n;
+}
+
+/** A size: `--name=N` (or env BENCH_<NAME>), else `full`, or `small` under --smoke. */
+export function size(name: string, full: number, small: number): number {
+  const raw = argument(name);
+  return raw === undefined ? (smoke ? small : full) : positive(name, raw);
+}
+
+/** Several sizes: `--name=1,10,50` (or env BENCH_<NAME>), else `full`, or `small` under --smoke. */
+export function sizes(name: string, full: number[], small: number[]): number[] {
+  const raw = argument(name);
+  return raw === undefined ? (smoke ? small : full) : raw.split(',').map((r) => positive(name, r));
 }
 
 /**
@@ -51,23 +64,13 @@ export function ensureMountNamespace(): void {
   process.exit(r.status ?? 1);
 }
 
-/** Mount points at or below `dir`, deepest first. */
-export function mountsBelow(dir: string): string[] {
-  return mountTable()
-    .map((m) => m.mountPoint)
-    .filter((m) => m === dir || m.startsWith(`${dir}/`))
-    .sort((a, b) => b.length - a.length);
-}
-
 /** Mount ids below `dir` (to show a restart left the mount table as it was). */
 export function mountIdsBelow(dir: string): string[] {
   return mountTable()
-    .filter((m) => m.mountPoint.startsWith(`${dir}/`))
+    .filter((m) => isBelow(m.mountPoint, dir))
     .map((m) => String(m.id))
     .sort();
 }
-
-const mountTable = () => parseMountInfo(readFileSync(PROC_MOUNTINFO, 'utf8'));
 
 /** A temp directory; `cleanup()` unmounts anything left below it, removes it, and says whether something was left. */
 export function tempRoot(prefix: string): { dir: string; cleanup(): void } {
@@ -75,7 +78,7 @@ export function tempRoot(prefix: string): { dir: string; cleanup(): void } {
   return {
     dir,
     cleanup() {
-      const left = mountsBelow(dir);
+      const left = mountPointsAtOrBelow(dir);
       for (const m of left) spawnSync('umount', ['-l', m], { stdio: 'ignore', timeout: 30_000 });
       if (left.length > 0) console.log(`# cleanup: ${left.length} mounts were left below ${dir}`);
       rmSync(dir, { recursive: true, force: true });
@@ -295,13 +298,7 @@ export async function until(
   throw new Error(`timed out waiting for ${what}`);
 }
 
-export function percentile(xs: readonly number[], p: number): number {
-  if (xs.length === 0) return Number.NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? Number.NaN;
-}
-
-export const median = (xs: readonly number[]) => percentile(xs, 50);
+export { median, percentile } from '../test/helpers/stats.ts';
 
 /** Runs a bash script; returns its wall time in ms. Fails loudly. */
 export function timeBash(script: string): number {

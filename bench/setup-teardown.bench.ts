@@ -5,13 +5,13 @@
 // Run: node bench/setup-teardown.bench.ts [--pods=300] [--smoke]   (env BENCH_PODS)
 import { mkdirSync, readdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { mountPointsAtOrBelow } from '../test/helpers/mounts.ts';
 import { bareLoop, manifestStream, planSteps, shellScript, threeVolumePod } from './baseline.ts';
 import {
   ensureMountNamespace,
   figure,
   goal,
   header,
-  mountsBelow,
   size,
   startPodvol,
   tempRoot,
@@ -50,11 +50,12 @@ try {
   const bare = { setup: [] as number[], teardown: [] as number[] };
   const baselineRound = () => {
     shell.setup.push(timeBash(setupScript));
-    if (mountsBelow(baseRoot).length !== VOLUMES) throw new Error('shell baseline did not mount everything');
+    if (mountPointsAtOrBelow(baseRoot).length !== VOLUMES)
+      throw new Error('shell baseline did not mount everything');
     shell.teardown.push(timeBash(teardownScript));
     bare.setup.push(bareLoop(steps, 'setup'));
     bare.teardown.push(bareLoop(steps, 'teardown'));
-    if (mountsBelow(baseRoot).length !== 0) throw new Error('baseline teardown left mounts');
+    if (mountPointsAtOrBelow(baseRoot).length !== 0) throw new Error('baseline teardown left mounts');
   };
 
   baselineRound();
@@ -73,7 +74,8 @@ try {
     renameSync(file, join(manifests, 'pods.yaml'));
     setupMs = (await mounted) - t0;
     mountCalls = podvol.count('Mounting') - mountsBefore;
-    if (mountsBelow(podvolRoot).length !== VOLUMES) throw new Error('podvol did not mount everything');
+    if (mountPointsAtOrBelow(podvolRoot).length !== VOLUMES)
+      throw new Error('podvol did not mount everything');
 
     const unmounted = waitLines(podvol, 'UnmountVolume.TearDown succeeded', VOLUMES);
     const unmountsBefore = podvol.count('Unmounting');
@@ -84,7 +86,7 @@ try {
       (await until('pod directories removed', () => readdirSync(join(podvolRoot, 'pods')).length === 0, 20)) -
       t1;
     unmountCalls = podvol.count('Unmounting') - unmountsBefore;
-    if (mountsBelow(podvolRoot).length !== 0) throw new Error('podvol teardown left mounts');
+    if (mountPointsAtOrBelow(podvolRoot).length !== 0) throw new Error('podvol teardown left mounts');
   } finally {
     await podvol.stop();
   }

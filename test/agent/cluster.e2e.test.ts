@@ -7,15 +7,9 @@ import type { TestContext } from 'node:test';
 import { callRuntime } from '../../src/agent/runtime/client.ts';
 import { addNode } from '../apiserver/node.ts';
 import { startTestApiServer } from '../apiserver/server.ts';
-import {
-  mountsBelow,
-  type PodvolProcess,
-  runtimeSocketOf,
-  startPodvol,
-  waitFor,
-  waitGone,
-} from '../helpers/daemon.ts';
+import { type PodvolProcess, runtimeSocketOf, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { mountsBelow } from '../helpers/mounts.ts';
 import { at } from '../helpers/must.ts';
 import { apiPod, kubeApiAccessVolume } from '../helpers/pods.ts';
 

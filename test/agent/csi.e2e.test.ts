@@ -23,15 +23,9 @@ import {
   writeDriverConfig,
 } from '../csi/driver.ts';
 import { startTestRegistrar } from '../csi/registrar.ts';
-import {
-  mountsBelow,
-  type PodvolProcess,
-  type StatusVolume,
-  startPodvol,
-  waitFor,
-  waitGone,
-} from '../helpers/daemon.ts';
+import { type PodvolProcess, type StatusVolume, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { mountsBelow } from '../helpers/mounts.ts';
 import { at, must } from '../helpers/must.ts';
 
 const DRIVER = 'test.csi.podvol.io';

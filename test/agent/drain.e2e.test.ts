@@ -5,8 +5,9 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { daemonDirs, mountsBelow, startPodvol, waitFor } from '../helpers/daemon.ts';
+import { daemonDirs, startPodvol, waitFor } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { mountsBelow } from '../helpers/mounts.ts';
 import { runCli } from './ops/cli.ts';
 
 const manifest = (hostPath: string) =>

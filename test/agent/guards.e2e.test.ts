@@ -5,8 +5,9 @@ import assert from 'node:assert/strict';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startTestApiServer } from '../apiserver/server.ts';
-import { daemonDirs, mountsBelow, type PodvolProcess, startPodvol, waitFor } from '../helpers/daemon.ts';
+import { daemonDirs, type PodvolProcess, startPodvol, waitFor } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { mountsBelow } from '../helpers/mounts.ts';
 import { runCli } from './ops/cli.ts';
 
 const FQDN = 'node1.example.internal';

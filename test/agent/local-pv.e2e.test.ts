@@ -8,8 +8,9 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { execa } from 'execa';
 import { startTestApiServer } from '../apiserver/server.ts';
-import { mountsBelow, type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
+import { type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { mountsBelow } from '../helpers/mounts.ts';
 
 async function cluster(t: TestContext) {
   const api = await startTestApiServer();

@@ -8,18 +8,17 @@
 // hung filesystem against the same pods without it (goal: within 2x).
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
-import { mountPointsBelow, mountTest, tempDir } from '../helpers/mountns.ts';
+import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { mountedAt, mountPointsAtOrBelow } from '../helpers/mounts.ts';
 import { at } from '../helpers/must.ts';
 import { staticPod, type VolumeSpec } from '../helpers/pods.ts';
+import { median } from '../helpers/stats.ts';
 import { figure, pct, size } from './lib.ts';
 
 const hasBindfs = () => !spawnSync('bindfs', ['--version'], { stdio: 'ignore' }).error;
-
-const mountedAt = async (dir: string) =>
-  (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').some((l) => l.split(' ')[4] === dir);
 
 /** bindfs in the foreground (the child is the daemon), mounted at `dir`. */
 async function bindfs(src: string, dir: string): Promise<ChildProcess> {
@@ -70,7 +69,7 @@ mountTest('chaos: a hung FUSE filesystem fails only its volume; teardown and shu
       d.kill('SIGCONT');
       d.kill('SIGKILL');
     }
-    for (const mp of await mountPointsBelow(base)) spawnSync('umount', ['-l', '-c', mp], { timeout: 10_000 });
+    for (const mp of mountPointsAtOrBelow(base)) spawnSync('umount', ['-l', '-c', mp], { timeout: 10_000 });
   });
   base = await tempDir(t);
   const root = join(base, 'root');
@@ -162,10 +161,9 @@ mountTest('chaos: a hung FUSE filesystem fails only its volume; teardown and shu
   const stopMs = performance.now() - s0;
   p = undefined;
 
-  const p50 = (ms: number[]) => [...ms].sort((a, b) => a - b)[Math.floor(ms.length / 2)] ?? Number.NaN;
   figure(t, 'hung filesystem: other pods mount latency, normal', pct(normal));
   figure(t, 'hung filesystem: other pods mount latency, with a hung FUSE filesystem', pct(withHung));
-  figure(t, 'hung filesystem: latency ratio p50 (goal <= 2)', (p50(withHung) / p50(normal)).toFixed(2));
+  figure(t, 'hung filesystem: latency ratio p50 (goal <= 2)', (median(withHung) / median(normal)).toFixed(2));
   figure(t, 'hung filesystem: /healthz while hung', pct(health));
   figure(t, 'hung filesystem: /healthz failures', healthFailures);
   figure(t, 'hung filesystem: teardown of the emptyDir holding it', `${teardownMs.toFixed(0)} ms`);

@@ -12,13 +12,11 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
-import { mountPointsBelow, mountTest, tempDir } from '../helpers/mountns.ts';
+import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { mountedAt, mountPointsAtOrBelow } from '../helpers/mounts.ts';
 import { figure, pct } from './lib.ts';
 
 const hasBindfs = () => !spawnSync('bindfs', ['--version'], { stdio: 'ignore' }).error;
-
-const mountedAt = async (dir: string) =>
-  (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').some((l) => l.split(' ')[4] === dir);
 
 const pod = (name: string, uid: string) =>
   JSON.stringify({
@@ -59,7 +57,7 @@ mountTest('chaos: a restart over a hung volume does not hold start, /readyz or t
     await p?.stop('SIGKILL');
     fuse?.kill('SIGCONT');
     fuse?.kill('SIGKILL');
-    for (const mp of await mountPointsBelow(base)) spawnSync('umount', ['-l', '-c', mp], { timeout: 10_000 });
+    for (const mp of mountPointsAtOrBelow(base)) spawnSync('umount', ['-l', '-c', mp], { timeout: 10_000 });
   });
   base = await tempDir(t);
   const root = join(base, 'root');

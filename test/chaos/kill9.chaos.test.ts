@@ -7,7 +7,8 @@ import { readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type PodvolProcess, waitFor } from '../helpers/daemon.ts';
 import { mountTest } from '../helpers/mountns.ts';
-import { chaosSetup, figure, mountsUnder, random, size } from './lib.ts';
+import { mountsBelow } from '../helpers/mounts.ts';
+import { chaosSetup, figure, random, size } from './lib.ts';
 
 const pod = (i: number) =>
   JSON.stringify({
@@ -106,7 +107,7 @@ mountTest('chaos: kill -9 at random instants during churn', async (t) => {
     },
     180_000,
   );
-  const mounts = await mountsUnder(join(root, 'pods'));
+  const mounts = await mountsBelow(join(root, 'pods'));
   const expected = [...desired].flatMap((i) => [
     volDir(i, 'kubernetes.io~empty-dir', 'mem'),
     volDir(i, 'kubernetes.io~downward-api', 'info'),
@@ -136,5 +137,5 @@ mountTest('chaos: kill -9 at random instants during churn', async (t) => {
   assert.equal(await p.stop('SIGTERM'), 0);
   state.daemon = undefined;
   // Stopping unmounts nothing: the table is as it was.
-  assert.equal((await mountsUnder(join(root, 'pods'))).length, expected.length);
+  assert.equal((await mountsBelow(join(root, 'pods'))).length, expected.length);
 });

@@ -10,6 +10,7 @@ import type { TestContext } from 'node:test';
 import { startTestApiServer } from '../apiserver/server.ts';
 import { daemonDirs, type PodvolProcess, startPodvol } from '../helpers/daemon.ts';
 import { tempDir } from '../helpers/mountns.ts';
+import { median, percentile } from '../helpers/stats.ts';
 
 /** `npm run chaos` sets PODVOL_CHAOS=full; `npm test` (CI) runs the short version. */
 export const FULL = process.env.PODVOL_CHAOS === 'full';
@@ -77,28 +78,10 @@ export async function canary(dir: string): Promise<{ path: string; changes(): Pr
   };
 }
 
-export interface MountEntry {
-  mountPoint: string;
-  fsType: string;
-}
-
-export async function mountsUnder(dir: string): Promise<MountEntry[]> {
-  return (await readFile('/proc/self/mountinfo', 'utf8'))
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => {
-      const f = line.split(' ');
-      return { mountPoint: f[4] ?? '', fsType: f[f.indexOf('-') + 1] ?? '' };
-    })
-    .filter((m) => m.mountPoint.startsWith(`${dir}/`));
-}
-
 /** Percentiles of a list of milliseconds, for figures. */
 export function pct(ms: number[]): string {
   if (ms.length === 0) return 'none';
-  const s = [...ms].sort((a, b) => a - b);
-  const at = (q: number) => (s[Math.min(s.length - 1, Math.floor(q * s.length))] ?? Number.NaN).toFixed(0);
-  return `p50 ${at(0.5)} ms, max ${at(1)} ms (n=${ms.length})`;
+  return `p50 ${median(ms).toFixed(0)} ms, max ${percentile(ms, 100).toFixed(0)} ms (n=${ms.length})`;
 }
 
 /**

@@ -11,11 +11,11 @@
 // same test found mounts outside in 4 rounds of 40.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdir, readFile, rename, rm, rmdir, unlink } from 'node:fs/promises';
+import { mkdir, rename, rm, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { createLinuxMounter } from '../../src/mount/linux.ts';
-import { parseMountInfo } from '../../src/mount/mountinfo.ts';
+import { readMountInfo } from '../../src/mount/mountinfo.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { figure, size } from './lib.ts';
 
@@ -52,8 +52,7 @@ mountTest('chaos: mount targets swapped for symlinks never get a mount outside',
   for (let k = 0; k < 4; k++) await mkdir(join(tree, `sub${k}`, 'deep'), { recursive: true });
   // Our mounts are told apart by their source name.
   const source = `podvol-race-${process.pid}`;
-  const ours = async () =>
-    parseMountInfo(await readFile('/proc/self/mountinfo', 'utf8')).filter((m) => m.source === source);
+  const ours = async () => (await readMountInfo()).filter((m) => m.source === source);
   const detachAll = async () => {
     for (const m of (await ours()).reverse())
       spawnSync('umount', ['-l', '--no-canonicalize', m.mountPoint], { timeout: 10_000 });

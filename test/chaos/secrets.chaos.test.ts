@@ -9,7 +9,8 @@ import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest } from '../helpers/mountns.ts';
-import { chaosSetup, figure, mountsUnder, peakRssMiB } from './lib.ts';
+import { mountsBelow } from '../helpers/mounts.ts';
+import { chaosSetup, figure, peakRssMiB } from './lib.ts';
 
 const podOf = (name: string) => ({
   metadata: { name, namespace: 'default' },
@@ -35,7 +36,7 @@ const podOf = (name: string) => ({
 
 /** Every regular file below `dir` that is not on a tmpfs (per the mount table). */
 async function persistentFiles(dir: string): Promise<string[]> {
-  const tmpfs = (await mountsUnder(dir)).filter((m) => m.fsType === 'tmpfs').map((m) => m.mountPoint);
+  const tmpfs = (await mountsBelow(dir)).filter((m) => m.fsType === 'tmpfs').map((m) => m.mountPoint);
   const out: string[] = [];
   const walk = async (d: string) => {
     if (tmpfs.includes(d)) return;

@@ -164,27 +164,3 @@ export async function waitGone(what: string, path: string, timeoutMs?: number): 
     timeoutMs,
   );
 }
-
-export async function mountTable(): Promise<string[]> {
-  return (await readFile('/proc/self/mountinfo', 'utf8')).split('\n').filter(Boolean);
-}
-
-/** Mount entries (id, mount point, fs type, super options) below `root`. */
-export async function mountsBelow(
-  root: string,
-): Promise<{ id: string; mountPoint: string; fsType: string; source: string; superOptions: string }[]> {
-  return (await mountTable())
-    .map((line) => {
-      const f = line.split(' ');
-      const sep = f.indexOf('-');
-      const field = (i: number) => f[i] ?? '';
-      return {
-        id: field(0),
-        mountPoint: field(4),
-        fsType: field(sep + 1),
-        source: field(sep + 2),
-        superOptions: field(sep + 3),
-      };
-    })
-    .filter((m) => m.mountPoint.startsWith(`${root}/`));
-}

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { after, type TestContext, test } from 'node:test';
 import { execa } from 'execa';
 import { readMountInfo } from '../../src/mount/mountinfo.ts';
+import { mountPointsAtOrBelow } from './mounts.ts';
 
 export const inMountNamespace = process.env.PODVOL_MOUNTNS === '1';
 
@@ -50,17 +51,10 @@ after(async () => {
   for (const dir of created) await removeTempDir(dir);
 });
 
-/** Mount points below `dir` in this process's mount table, the latest (so the deepest) first. */
-export async function mountPointsBelow(dir: string): Promise<string[]> {
-  return (await readMountInfo())
-    .map((m) => m.mountPoint)
-    .filter((mp) => mp.startsWith(`${dir}/`))
-    .reverse();
-}
-
 export async function removeTempDir(dir: string): Promise<void> {
   if (inMountNamespace) {
-    for (const mp of await mountPointsBelow(dir)) {
+    // Read until two reads agree: other test files mount and unmount meanwhile.
+    for (const mp of mountPointsAtOrBelow(dir, await readMountInfo())) {
       // -l: a mount a test left busy still goes; the namespace ends with the run anyway.
       await execa('umount', ['-l', mp], { reject: false, timeout: 10_000 });
     }

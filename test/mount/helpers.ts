@@ -2,13 +2,8 @@
 import { spawnSync } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import type { TestContext } from 'node:test';
-import { parseMountInfo } from '../../src/mount/mountinfo.ts';
-import type { MountInfo } from '../../src/mount/types.ts';
 import { tempDir } from '../helpers/mountns.ts';
-
-export function mountTable(): MountInfo[] {
-  return parseMountInfo(readFileSync('/proc/self/mountinfo', 'utf8'));
-}
+import { mountPointsAtOrBelow } from '../helpers/mounts.ts';
 
 export function rawMountInfo(): string {
   return readFileSync('/proc/self/mountinfo', 'utf8');
@@ -16,11 +11,8 @@ export function rawMountInfo(): string {
 
 /** Lazily detaches everything mounted at or below `dir`, deepest first. Never stats the mounts (some hang). */
 function detachAllUnder(dir: string): void {
-  const under = mountTable()
-    .map((m) => m.mountPoint)
-    .filter((p) => p === dir || p.startsWith(`${dir}/`))
-    .sort((a, b) => b.length - a.length);
-  for (const p of under) spawnSync('umount', ['-l', '-c', p], { timeout: 5000, stdio: 'ignore' });
+  for (const p of mountPointsAtOrBelow(dir))
+    spawnSync('umount', ['-l', '-c', p], { timeout: 5000, stdio: 'ignore' });
 }
 
 /**

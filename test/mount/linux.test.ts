@@ -12,7 +12,8 @@ import { createLinuxMounter } from '../../src/mount/linux.ts';
 import { pathExists, statfsType, TMPFS_MAGIC, tmpfsNoswapSupported } from '../../src/mount/probe.ts';
 import { recordingLogger } from '../helpers/logger.ts';
 import { mountTest } from '../helpers/mountns.ts';
-import { fuseAvailable, mountDaemonlessFuse, mountTable, scratchDir, sh } from './helpers.ts';
+import { mountTable } from '../helpers/mounts.ts';
+import { fuseAvailable, mountDaemonlessFuse, scratchDir, sh } from './helpers.ts';
 
 function setup() {
   const runner = recordingRunner(createExecaRunner());

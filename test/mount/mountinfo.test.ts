@@ -12,8 +12,9 @@ import {
   unescapeOctal,
 } from '../../src/mount/mountinfo.ts';
 import { mountTest } from '../helpers/mountns.ts';
+import { mountTable } from '../helpers/mounts.ts';
 import { at, only } from '../helpers/must.ts';
-import { mountTable, rawMountInfo, scratchDir, sh } from './helpers.ts';
+import { rawMountInfo, scratchDir, sh } from './helpers.ts';
 
 describe('parseMountInfo', () => {
   test('parses every field of the proc(5) example line', () => {

@@ -10,10 +10,10 @@ import { pino } from 'pino';
 import { LinuxMounter } from '../../src/mount/linux.ts';
 import { createSubPather, SUBPATH_DIR } from '../../src/volumehost/subpath.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { isBelow, mountTable } from '../helpers/mounts.ts';
 import { precious, startSwapper } from '../helpers/swapper.ts';
-import { mountTable } from '../mount/helpers.ts';
 
-const below = (dir: string) => mountTable().filter((m) => m.mountPoint.startsWith(`${dir}/`));
+const below = (dir: string) => mountTable().filter((m) => isBelow(m.mountPoint, dir));
 
 async function setup(t: import('node:test').TestContext) {
   const root = await tempDir(t);

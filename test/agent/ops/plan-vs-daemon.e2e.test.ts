@@ -11,8 +11,9 @@ import { isDeepStrictEqual } from 'node:util';
 import { failingVolumes, type PlannedState, planSource } from '../../../src/agent/ops/plan.ts';
 import { createStaticPodSource } from '../../../src/agent/pods/static-source.ts';
 import { silentLogger } from '../../../src/logger.ts';
-import { daemonDirs, mountsBelow, repoRoot, startPodvol, waitFor } from '../../helpers/daemon.ts';
+import { daemonDirs, repoRoot, startPodvol, waitFor } from '../../helpers/daemon.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
+import { mountsBelow } from '../../helpers/mounts.ts';
 
 /** The atomic writer's timestamped directory, named differently on every run. */
 const stable = (s: string) => s.replace(/\.\.\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d\.\d+/g, '..<timestamp>');
@@ -150,9 +151,7 @@ mountTest(
       return last;
     };
     const realMounts = async () =>
-      (await mountsBelow(root))
-        .map((m) => mountLine(m.mountPoint, m.fsType, m.superOptions.split(',')))
-        .sort();
+      (await mountsBelow(root)).map((m) => mountLine(m.mountPoint, m.fsType, m.superOptions)).sort();
     const plannedMounts = plan.setUp.mounts.map((m) => mountLine(m.path, m.fsType, m.options)).sort();
     const setUp = plan.setUp.entries.map(line);
     assert.deepEqual(await atRest('the planned tree', () => realEntries(root, dirs), setUp), setUp);

@@ -1,7 +1,7 @@
 // `podvol plan`: the steps it prints for a pod, and proof that printing them
 // changes nothing on the host (plan-vs-daemon.e2e.test.ts: the daemon then does exactly that).
 import assert from 'node:assert/strict';
-import { lstat, mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readdir, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -9,7 +9,9 @@ import { failingVolumes, planManifest } from '../../../src/agent/ops/plan.ts';
 import { planCSIPlugin } from '../../../src/agent/ops/plan-csi.ts';
 import { stepLine } from '../../../src/agent/ops/plan-format.ts';
 import { FakeMounter } from '../../../src/mount/fake.ts';
+import { readMountInfo } from '../../../src/mount/mountinfo.ts';
 import { kernelSupportsTmpfsNoswap } from '../../../src/mount/probe.ts';
+import type { MountInfo } from '../../../src/mount/types.ts';
 import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
@@ -419,11 +421,12 @@ async function listing(dir: string): Promise<string[]> {
  */
 // Tests run two at a time in one mount namespace: mounts of other tests' temp
 // directories come and go meanwhile, so only this test's and the host's count.
-async function mountTableExceptOtherTests(base: string): Promise<string[]> {
+async function mountTableExceptOtherTests(base: string): Promise<MountInfo[]> {
   const tmp = `${tmpdir()}/`;
-  return (await readFile('/proc/self/mountinfo', 'utf8'))
-    .split('\n')
-    .filter((l) => !l.includes(tmp) || l.includes(base));
+  return (await readMountInfo()).filter((m) => {
+    const paths = [m.root, m.mountPoint, m.source];
+    return !paths.some((p) => p.includes(tmp)) || paths.some((p) => p.includes(base));
+  });
 }
 
 mountTest(

@@ -15,14 +15,9 @@ import {
   runContainer,
   startContainer,
 } from '../../helpers/crun.ts';
-import {
-  daemonDirs,
-  mountsBelow,
-  runtimeSocketOf,
-  startPodvol,
-  waitFor as waitForShort,
-} from '../../helpers/daemon.ts';
+import { daemonDirs, runtimeSocketOf, startPodvol, waitFor as waitForShort } from '../../helpers/daemon.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
+import { mountsBelow } from '../../helpers/mounts.ts';
 import { apiPod, kubeApiAccessVolume } from '../../helpers/pods.ts';
 import { runCli } from '../ops/cli.ts';
 

@@ -6,8 +6,9 @@ import { spawn } from 'node:child_process';
 import { chmod, lstat, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { callRuntime } from '../../../src/agent/runtime/client.ts';
-import { mountsBelow, runtimeSocketOf, startPodvol, waitFor as waitForShort } from '../../helpers/daemon.ts';
+import { runtimeSocketOf, startPodvol, waitFor as waitForShort } from '../../helpers/daemon.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
+import { mountsBelow } from '../../helpers/mounts.ts';
 import { runCli } from '../ops/cli.ts';
 
 /** The helper's waits, with a default fit for a machine busy with other test runs. */
