@@ -5,6 +5,7 @@ import { errorMessage } from '../../errno.ts';
 import { UNRESPONSIVE_AFTER_MS } from '../../mount/deadline-stat.ts';
 import { isNodeExpandable, type MounterArgs, reasonOf, VolumeError } from '../../plugins/types.ts';
 import { nodeAffinityMismatch } from '../../plugins/util/node-affinity.ts';
+import type { VolumeReason } from '../../reasons.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
 import { relativeBeneath } from '../../volumehost/safe-fs.ts';
 import type { MountedVolume } from './actual-state.ts';
@@ -17,6 +18,39 @@ export type OperationContext = Pick<
   VolumeManagerContext,
   'logger' | 'metrics' | 'pluginMgr' | 'rootDir' | 'host' | 'asw' | 'cleanSubPaths'
 >;
+
+/**
+ * An operation's bookkeeping, started now: kubelet's duration metric, and on
+ * a failure its error metric and the warning log line; the caller adds its
+ * own success line and Event.
+ */
+function startOperation(
+  ctx: Pick<OperationContext, 'logger' | 'metrics'>,
+  pluginName: string,
+  operation: 'volume_mount' | 'volume_unmount' | 'volume_fs_resize',
+  log: Record<string, unknown>,
+) {
+  const t0 = performance.now();
+  const durationMs = (seconds: number) => Math.round(seconds * 1000);
+  return {
+    /** Records a failure (reason: the error's, else `fallback`) and logs `what`; the reason and message for the Event. */
+    failed(err: unknown, fallback: VolumeReason, what: string): { reason: VolumeReason; message: string } {
+      const seconds = (performance.now() - t0) / 1000;
+      const reason = reasonOf(err, fallback);
+      ctx.metrics.operation(pluginName, operation, false, seconds);
+      ctx.metrics.operationError(operation, reason);
+      const message = errorMessage(err);
+      ctx.logger.warn({ ...log, durationMs: durationMs(seconds), reason, err: message }, what);
+      return { reason, message };
+    },
+    /** Records a success; the duration for the success line. */
+    succeeded(): number {
+      const seconds = (performance.now() - t0) / 1000;
+      ctx.metrics.operation(pluginName, operation, true, seconds);
+      return durationMs(seconds);
+    },
+  };
+}
 
 /** kubelet's FsUserFrom: the runAsUser every container agrees on, if any. */
 function fsUserFrom(pod: V1Pod): number | undefined {
@@ -59,7 +93,7 @@ export async function mountVolume(
   pod: V1Pod,
   prev: MountedVolume | undefined,
 ): Promise<void> {
-  const { logger, metrics, pluginMgr, rootDir, host, asw } = ctx;
+  const { logger, pluginMgr, rootDir, host, asw } = ctx;
   const { pluginName, spec } = d;
   // The reconciler only mounts volumes a plugin matched; a volume with a problem never gets here.
   if (pluginName === undefined || spec === undefined)
@@ -71,7 +105,7 @@ export async function mountVolume(
     plugin: pluginName,
   };
   if (prev) prev.remountRequired = false;
-  const t0 = performance.now();
+  const op = startOperation(ctx, pluginName, 'volume_mount', log);
   const base: MountedVolume = {
     key: d.key,
     podUID: d.podUID,
@@ -121,21 +155,13 @@ export async function mountVolume(
     if (prev?.state === 'uncertain' && d.path) await failIfUnresponsive(ctx, d.path);
     await mounter.setUp(mounterArgsFor(pod));
   } catch (err) {
-    const seconds = (performance.now() - t0) / 1000;
-    const reason = reasonOf(err, 'MountFailed');
-    metrics.operation(pluginName, 'volume_mount', false, seconds);
-    metrics.operationError('volume_mount', reason);
     // Whatever SetUp left behind must be torn down if the pod goes away.
     asw.set({
       ...base,
       state: prev?.state === 'mounted' ? 'mounted' : 'uncertain',
       remountRequired: prev?.state === 'mounted',
     });
-    const message = errorMessage(err);
-    logger.warn(
-      { ...log, durationMs: Math.round(seconds * 1000), reason, err: message },
-      'MountVolume.SetUp failed',
-    );
+    const { reason, message } = op.failed(err, 'MountFailed', 'MountVolume.SetUp failed');
     host
       .getEventRecorder()
       .eventf(
@@ -146,14 +172,10 @@ export async function mountVolume(
       );
     throw err;
   }
-  const seconds = (performance.now() - t0) / 1000;
-  metrics.operation(pluginName, 'volume_mount', true, seconds);
+  const durationMs = op.succeeded();
   const current = asw.get(d.key);
   asw.set({ ...base, state: 'mounted', remountRequired: current?.remountRequired ?? false });
-  logger.info(
-    { ...log, durationMs: Math.round(seconds * 1000), remount: prev !== undefined },
-    'MountVolume.SetUp succeeded',
-  );
+  logger.info({ ...log, durationMs, remount: prev !== undefined }, 'MountVolume.SetUp succeeded');
 }
 
 /**
@@ -182,29 +204,21 @@ export async function forceUnmountUnresponsive(
 
 /** kubelet's GenerateUnmountVolumeFunc: TearDown, then forget the volume and its record. */
 export async function unmountVolume(ctx: OperationContext, v: MountedVolume): Promise<void> {
-  const { logger, metrics, pluginMgr, rootDir, asw, host } = ctx;
+  const { logger, pluginMgr, rootDir, asw, host } = ctx;
   const log = {
     pod: `${v.podNamespace}/${v.podName}`,
     podUID: v.podUID,
     volume: v.volumeName,
     plugin: v.pluginName,
   };
-  const t0 = performance.now();
+  const op = startOperation(ctx, v.pluginName, 'volume_unmount', log);
   try {
     await forceUnmountUnresponsive(ctx, v.path, log);
     await ctx.cleanSubPaths?.(v.podUID, v.innerName);
     await pluginMgr.findPluginByName(v.pluginName).newUnmounter(v.innerName, v.podUID).tearDown();
   } catch (err) {
-    const seconds = (performance.now() - t0) / 1000;
-    const reason = reasonOf(err, 'UnmountFailed');
-    metrics.operation(v.pluginName, 'volume_unmount', false, seconds);
-    metrics.operationError('volume_unmount', reason);
     v.state = 'uncertain';
-    const message = errorMessage(err);
-    logger.warn(
-      { ...log, durationMs: Math.round(seconds * 1000), reason, err: message },
-      'UnmountVolume.TearDown failed',
-    );
+    const { message } = op.failed(err, 'UnmountFailed', 'UnmountVolume.TearDown failed');
     // kubelet only logs this. The pod (still in the API while it terminates) gets kubelet's
     // FailedUnMount Event too, so whoever holds a busy volume is named where the pod's owner looks.
     if (v.podName) {
@@ -219,11 +233,10 @@ export async function unmountVolume(ctx: OperationContext, v: MountedVolume): Pr
     }
     throw err;
   }
-  const seconds = (performance.now() - t0) / 1000;
-  metrics.operation(v.pluginName, 'volume_unmount', true, seconds);
+  const durationMs = op.succeeded();
   asw.delete(v.key);
   await removeRecord(host.getFs(), rootDir, v.podUID, v.pluginName, v.volumeName);
-  logger.info({ ...log, durationMs: Math.round(seconds * 1000) }, 'UnmountVolume.TearDown succeeded');
+  logger.info({ ...log, durationMs }, 'UnmountVolume.TearDown succeeded');
 }
 
 /**
@@ -232,7 +245,7 @@ export async function unmountVolume(ctx: OperationContext, v: MountedVolume): Pr
  * failure is retried with the operation's backoff; the volume stays mounted.
  */
 export async function expandVolume(ctx: VolumeManagerContext, v: MountedVolume, pod: V1Pod): Promise<void> {
-  const { logger, metrics, pluginMgr, host } = ctx;
+  const { logger, pluginMgr, host } = ctx;
   const log = {
     pod: `${v.podNamespace}/${v.podName}`,
     podUID: v.podUID,
@@ -240,20 +253,12 @@ export async function expandVolume(ctx: VolumeManagerContext, v: MountedVolume, 
     plugin: v.pluginName,
   };
   const plugin = pluginMgr.findPluginByName(v.pluginName);
-  const t0 = performance.now();
+  const op = startOperation(ctx, v.pluginName, 'volume_fs_resize', log);
   try {
     if (isNodeExpandable(plugin)) await plugin.nodeExpand(v.spec, pod);
     v.resizeRequired = false;
   } catch (err) {
-    const seconds = (performance.now() - t0) / 1000;
-    const reason = reasonOf(err, 'ExpansionFailed');
-    metrics.operation(v.pluginName, 'volume_fs_resize', false, seconds);
-    metrics.operationError('volume_fs_resize', reason);
-    const message = errorMessage(err);
-    logger.warn(
-      { ...log, durationMs: Math.round(seconds * 1000), reason, err: message },
-      'NodeExpandVolume failed',
-    );
+    const { message } = op.failed(err, 'ExpansionFailed', 'NodeExpandVolume failed');
     host
       .getEventRecorder()
       .eventf(
@@ -264,10 +269,5 @@ export async function expandVolume(ctx: VolumeManagerContext, v: MountedVolume, 
       );
     throw err;
   }
-  const seconds = (performance.now() - t0) / 1000;
-  metrics.operation(v.pluginName, 'volume_fs_resize', true, seconds);
-  logger.info(
-    { ...log, durationMs: Math.round(seconds * 1000) },
-    'NodeExpandVolume of a mounted volume done',
-  );
+  logger.info({ ...log, durationMs: op.succeeded() }, 'NodeExpandVolume of a mounted volume done');
 }
