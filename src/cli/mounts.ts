@@ -6,6 +6,7 @@
 import { type Command, Option } from 'commander';
 import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
 import { callRuntime, resolvePod } from '../agent/runtime/client.ts';
+import { fieldOf } from '../errno.ts';
 import { EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, setExitCode, usageError } from './command.ts';
 import { runtimeSocketFailure, runtimeSocketOption } from './options.ts';
 
@@ -30,6 +31,26 @@ interface ImageVolume {
   subPath?: string;
   propagation?: string;
 }
+
+const isString = (v: unknown) => typeof v === 'string';
+const isOptionalString = (v: unknown) => v === undefined || typeof v === 'string';
+
+// The daemon's answer (src/agent/runtime/api.ts writes it), checked field by field.
+const isMount = (v: unknown): v is Mount => {
+  const options = fieldOf(v, 'options');
+  return (
+    isString(fieldOf(v, 'destination')) &&
+    isString(fieldOf(v, 'source')) &&
+    Array.isArray(options) &&
+    options.every(isString)
+  );
+};
+const isImageVolume = (v: unknown): v is ImageVolume =>
+  isString(fieldOf(v, 'destination')) &&
+  isString(fieldOf(v, 'reference')) &&
+  ['pullPolicy', 'subPath', 'propagation'].every((k) => isOptionalString(fieldOf(v, k)));
+const checked = <T>(list: unknown, ok: (v: unknown) => v is T): T[] =>
+  Array.isArray(list) ? list.filter(ok) : [];
 
 /**
  * DESTINATION, SOURCE, OPTIONS: the bind mounts, then the image volumes (the
@@ -78,8 +99,10 @@ async function runMounts(pod: string, flags: MountsFlags): Promise<number> {
     process.stdout.write(
       flags.output === 'json'
         ? `${escapeControlJSON(JSON.stringify(answer.body, null, 2))}\n`
-        : // Cast: the daemon's own answer (src/agent/runtime/api.ts writes these arrays).
-          formatMountsTable(answer.body.mounts as Mount[], (answer.body.imageVolumes ?? []) as ImageVolume[]),
+        : formatMountsTable(
+            checked(answer.body.mounts, isMount),
+            checked(answer.body.imageVolumes, isImageVolume),
+          ),
     );
     return EXIT_OK;
   } catch (err) {

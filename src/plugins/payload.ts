@@ -1,5 +1,6 @@
-// kubelet's configmap.MakePayload and secret.MakePayload, and the rules
-// about optional objects, shared by the configMap, secret and projected plugins.
+// kubelet's configmap.MakePayload and secret.MakePayload, the fetch of the
+// object a volume names and the rules about optional objects, shared by the
+// configMap, secret and projected plugins.
 import type { V1ConfigMap, V1KeyToPath, V1Secret } from '@kubernetes/client-node';
 import { ownValue } from '../own.ts';
 import type { VolumeReason } from '../reasons.ts';
