@@ -30,6 +30,11 @@ export interface StaticPodSourceOptions {
   debounceMs?: number;
   /** Safety-net rescan period. Default 1000 ms: a change shows up within a second even without inotify. */
   resyncMs?: number;
+  /**
+   * Before the first sync, a manifest that has errors is read again after this long before its
+   * pods are taken as absent: it may be a file a writer is half-way through. Default 1000 ms.
+   */
+  firstSyncGraceMs?: number;
   /** Time and timers (debounce, resync); default the system's. */
   clock?: Clock;
   /** Refuses a pod that is valid but may not run here: the SourceError's reason and message. */
@@ -84,10 +89,16 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
   const { dir, nodeName, logger } = opts;
   const debounceMs = opts.debounceMs ?? 100;
   const resyncMs = opts.resyncMs ?? 1000;
+  const firstSyncGraceMs = opts.firstSyncGraceMs ?? 1000;
   const clock = opts.clock ?? systemClock();
   const log = logger.child({ component: 'static-pods', dir });
 
   const cache = new Map<string, CachedFile>();
+  /** Per manifest name: the pods it defined when it last read without an error. */
+  const lastClean = new Map<string, V1Pod[]>();
+  /** Manifest names whose errors currently keep pods they no longer define (logged once). */
+  const keeping = new Set<string>();
+  let firstScanMs: number | undefined;
   const listeners = new Set<() => void>();
   const warnedEntries = new Set<string>();
   let snapshot: { pods: V1Pod[]; errors: SourceError[]; fingerprint: string } = {
@@ -282,17 +293,24 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     // A single file named on purpose is read whatever its name, as kubelet does.
     const names = listing.single ? listing.names : listing.names.filter((n) => !isIgnoredManifestName(n));
     for (const name of cache.keys()) if (!names.includes(name)) cache.delete(name);
+    for (const name of lastClean.keys()) {
+      if (names.includes(name)) continue;
+      lastClean.delete(name);
+      keeping.delete(name);
+    }
     const pods: V1Pod[] = [];
     const errors: SourceError[] = [];
     const byUID = new Map<string, string>();
     const byName = new Map<string, string>();
+    let doubtful = false;
     for (const name of names) {
       const result = await readManifest(name);
       if (stopped) return;
       if (result === 'skip') continue;
       errors.push(...result.errors);
+      if (result.errors.length > 0 || result.pods.length === 0) doubtful = true;
       const file = join(base, name);
-      for (const pod of result.pods) {
+      for (const pod of podsOf(name, file, result)) {
         const uid = pod.metadata?.uid ?? '';
         const ns = pod.metadata?.namespace ?? '';
         const podName = pod.metadata?.name ?? '';
@@ -321,8 +339,40 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
       }
     }
     publish(pods, errors);
-    synced = true;
-    lastSyncMs = clock.now();
+    const now = clock.now();
+    firstScanMs ??= now;
+    lastSyncMs = now;
+    // A manifest caught between a writer's truncate and its write reads as empty or broken, and
+    // pods a first sync does not list are torn down (their volumes found on disk are orphans):
+    // so before the first sync, such a file is read again after the grace first.
+    const waited = now - firstScanMs;
+    if (!synced && doubtful && waited < firstSyncGraceMs) schedule(firstSyncGraceMs - waited);
+    else synced = true;
+  }
+
+  /**
+   * A manifest's pods. While it has errors (an edit gone wrong, a writer half-way through), the
+   * pods it last defined without errors stay too, until it reads cleanly or is removed: kubelet
+   * keeps a static pod whose file stops parsing on a change event as well (and drops it at its
+   * next full listing, which podvol does not, since that would tear its volumes down).
+   */
+  function podsOf(name: string, file: string, result: ParsedManifest): V1Pod[] {
+    if (result.errors.length === 0) {
+      lastClean.set(name, result.pods);
+      keeping.delete(name);
+      return result.pods;
+    }
+    const now = new Set(result.pods.map((p) => p.metadata?.uid));
+    const kept = (lastClean.get(name) ?? []).filter((p) => !now.has(p.metadata?.uid));
+    if (kept.length === 0) keeping.delete(name);
+    else if (!keeping.has(name)) {
+      keeping.add(name);
+      log.warn(
+        { file, pods: kept.map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`) },
+        'manifest has errors: keeping the pods it last defined until it reads cleanly or is removed',
+      );
+    }
+    return [...result.pods, ...kept];
   }
 
   function publish(pods: V1Pod[], errors: SourceError[]): void {

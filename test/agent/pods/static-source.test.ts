@@ -154,6 +154,62 @@ describe('static pod source', () => {
     assert.deepEqual(names(src), ['fine-node-a', 'good-node-a']);
   });
 
+  test('a manifest that breaks keeps the pods it last defined until it reads cleanly or is removed', async (t) => {
+    const dir = await tempDir(t);
+    const file = join(dir, 'web.yaml');
+    await writeFile(file, manifest('web'));
+    const { src, logs } = await startSource(t, dir);
+    assert.deepEqual(names(src), ['web-node-a']);
+    // An edit that does not parse (or a writer half-way through one).
+    await writeFile(file, 'kind: Pod\nmetadata: {name: [\n');
+    await waitFor('the parse error', () => src.errors()[0]?.reason === 'ParseError');
+    assert.deepEqual(names(src), ['web-node-a'], 'the pod stays while its file is broken');
+    assert.equal(logs.filter((l) => String(l.msg).startsWith('manifest has errors: keeping')).length, 1);
+    // Fixed with another pod: the file's pods are what it defines now.
+    await writeFile(file, manifest('api'));
+    await waitFor('the new pod', () => names(src).join() === 'api-node-a');
+    assert.deepEqual(src.errors(), []);
+    // Broken again, then removed: removing the file removes what it kept.
+    await writeFile(file, '{');
+    await waitFor('the error', () => src.errors().length === 1);
+    assert.deepEqual(names(src), ['api-node-a']);
+    await rm(file);
+    await waitFor('the pod to go with its file', () => src.pods().length === 0);
+  });
+
+  test('before the first sync, a broken or empty manifest is read again after the grace: a writer half-way at start loses no pod', async (t) => {
+    const dir = await tempDir(t);
+    const file = join(dir, 'web.yaml');
+    await writeFile(file, '');
+    const clock = fakeClock(Date.UTC(2026, 0, 1));
+    const src = createStaticPodSource({ dir, nodeName: 'node-a', logger: pino({ level: 'silent' }), clock });
+    t.after(() => src.stop());
+    await src.start();
+    assert.equal(src.hasSynced(), false, 'not synced on a scan that found a broken manifest');
+    await writeFile(file, manifest('web'));
+    await clock.advance(1000);
+    await waitFor('the rewritten file to be read', () => names(src).includes('web-node-a'));
+    assert.equal(src.hasSynced(), true, 'synced once a scan found no errors');
+
+    // A manifest that stays broken delays the first sync by the grace only.
+    const dir2 = await tempDir(t);
+    await writeFile(join(dir2, 'bad.yaml'), 'kind: [');
+    const src2 = createStaticPodSource({
+      dir: dir2,
+      nodeName: 'node-a',
+      logger: pino({ level: 'silent' }),
+      clock,
+    });
+    t.after(() => src2.stop());
+    await src2.start();
+    assert.equal(src2.hasSynced(), false);
+    await clock.advance(999);
+    assert.equal(src2.hasSynced(), false);
+    await clock.advance(1);
+    await waitFor('the first sync after the grace', () => src2.hasSynced());
+    assert.equal(src2.errors()[0]?.reason, 'ParseError');
+  });
+
   test('the same pod defined in two files: the later file is an error', async (t) => {
     const dir = await tempDir(t);
     await writeFile(join(dir, 'a.yaml'), manifest('web'));
