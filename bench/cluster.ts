@@ -3,6 +3,7 @@
 // a node, a service account and the objects the pods reference.
 import { addNode } from '../test/apiserver/node.ts';
 import { startTestApiServer, type TestApiServer } from '../test/apiserver/server.ts';
+import { must } from '../test/helpers/must.ts';
 import { kubeApiAccessVolume, apiPod as podOn, type VolumeSpec } from '../test/helpers/pods.ts';
 import { type Podvol, waitLines } from './lib.ts';
 
@@ -61,7 +62,7 @@ export async function deleteAllPods(api: TestApiServer, p: Podvol, volumes: numb
   const done = waitLines(p, 'UnmountVolume.TearDown succeeded', volumes);
   const t0 = performance.now();
   for (const pod of api.store.list('pods', 'default')) {
-    api.store.delete('pods', 'default', pod.metadata?.name as string, { gracePeriodSeconds: 0 });
+    api.store.delete('pods', 'default', must(pod.metadata?.name, 'pod name'), { gracePeriodSeconds: 0 });
   }
   return (await done) - t0;
 }

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { uidOf } from '../test/helpers/pods.ts';
 import { apiPod, createConfigMap, deleteAllPods, startCluster } from './cluster.ts';
 import {
   ensureMountNamespace,
@@ -37,7 +38,7 @@ try {
       'pods',
       apiPod(`cm-${i}`, [{ name: 'cfg', configMap: { name: 'app-config', defaultMode: 0o644 } }]),
     );
-    uids.push(pod.metadata?.uid as string);
+    uids.push(uidOf(pod));
   }
   const root = join(tmp.dir, 'root');
   const p = await startPodvol({ rootDir: root, kubeconfig });

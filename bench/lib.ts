@@ -3,13 +3,14 @@
 // a podvol child process whose log lines are read as they come (so an
 // operation's end is timed without polling /status), and the printing of
 // figures with their ratio against a baseline measured in the same run.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freshBundle } from '../bin/fresh-bundle.js';
-import { freePort } from '../test/helpers/daemon.ts';
+import { freePort, type LogLine, type PodvolProcess, spawnPodvol } from '../test/helpers/daemon.ts';
+import { procMemory } from '../test/helpers/figures.ts';
 import { isBelow, mountPointsAtOrBelow, mountTable } from '../test/helpers/mounts.ts';
 
 export const repoRoot = join(import.meta.dirname, '..');
@@ -86,28 +87,24 @@ export function tempRoot(prefix: string): { dir: string; cleanup(): void } {
   };
 }
 
+export type { LogLine };
 export { freePort };
 
-export type LogLine = { msg?: string; pod?: string; volume?: string; [k: string]: unknown };
-
-export interface Podvol {
-  proc: ChildProcess;
-  url: string;
-  /** performance.now() when the process was spawned. */
-  spawnedAt: number;
-  /** Calls `fn` for every JSON log line as it arrives (with the time it arrived). */
-  onLine(fn: (line: LogLine, at: number) => void): () => void;
+/** A bench's podvol: the test helper's process, with what benches measure. */
+export interface Podvol extends PodvolProcess {
   /** Log lines so far whose msg is `msg`. */
   count(msg: string): number;
-  get(path: string): Promise<number>;
   /** Polls `path` every `everyMs` until it answers 200; returns performance.now() of that answer. */
   until200(path: string, everyMs?: number, timeoutMs?: number): Promise<number>;
   /** VmRSS and VmHWM of the process, in MiB. */
   memory(): { rss: number; hwm: number };
-  stop(): Promise<void>;
 }
 
-/** `podvol run` as a child process, with its JSON log lines read as they come. */
+/**
+ * `podvol run` as a child process (test/helpers/daemon.ts's spawnPodvol), not
+ * waited for: a bench times its start itself. Its log is not kept (thousands
+ * of lines), only counted and passed to onLine listeners as it arrives.
+ */
 export async function startPodvol(o: {
   rootDir: string;
   manifests?: string;
@@ -115,102 +112,42 @@ export async function startPodvol(o: {
   nodeName?: string;
   extra?: string[];
 }): Promise<Podvol> {
-  const port = await freePort();
-  const argv = [
+  const p = await spawnPodvol({
+    ...o,
+    nodeName: o.nodeName ?? 'benchnode',
+    extra: ['--systemd-scope', 'off', ...(o.extra ?? [])],
     // BENCH_PODVOL_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"): Node flags for podvol, for profiling.
-    ...(process.env.BENCH_PODVOL_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
-    join(repoRoot, 'bin', 'podvol.js'),
-    'run',
-    '--root-dir',
-    o.rootDir,
-    '--listen',
-    `127.0.0.1:${port}`,
-    '--node-name',
-    o.nodeName ?? 'benchnode',
-    '--systemd-scope',
-    'off',
-    // Beside the root directory, never the host's /run/podvol.
-    '--runtime-socket',
-    `${o.rootDir}.sock`,
-    ...(o.manifests ? ['--pod-manifest-path', o.manifests] : []),
-    ...(o.kubeconfig ? ['--kubeconfig', o.kubeconfig] : []),
-    ...(o.extra ?? []),
-  ];
-  const spawnedAt = performance.now();
-  // BENCH_PODVOL_WRAP (e.g. "strace -f -e trace=execve -o /tmp/x"): runs podvol under a tool, for profiling.
-  const wrap = process.env.BENCH_PODVOL_WRAP?.split(' ').filter(Boolean) ?? [];
-  const proc =
-    wrap.length > 0
-      ? spawn(wrap[0] ?? '', [...wrap.slice(1), process.execPath, ...argv], {
-          stdio: ['ignore', 'pipe', 'pipe'],
-        })
-      : spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    nodeArgs: process.env.BENCH_PODVOL_NODE_ARGS?.split(' ').filter(Boolean),
+    // BENCH_PODVOL_WRAP (e.g. "strace -f -e trace=execve -o /tmp/x"): runs podvol under a tool, for profiling.
+    wrap: process.env.BENCH_PODVOL_WRAP?.split(' ').filter(Boolean),
+    keepOutput: false,
+  });
   // BENCH_PODVOL_LOG=file: a copy of podvol's log, to time the stages of an operation afterwards.
-  const logCopy = process.env.BENCH_PODVOL_LOG ? createWriteStream(process.env.BENCH_PODVOL_LOG) : undefined;
-  if (logCopy) proc.stdout?.pipe(logCopy);
-  const listeners = new Set<(line: LogLine, at: number) => void>();
+  if (process.env.BENCH_PODVOL_LOG) p.proc.stdout?.pipe(createWriteStream(process.env.BENCH_PODVOL_LOG));
   const counts = new Map<string, number>();
-  let partial = '';
-  let tail = '';
-  proc.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
-    const at = performance.now();
-    const lines = (partial + chunk).split('\n');
-    partial = lines.pop() ?? '';
-    for (const l of lines) {
-      if (!l.startsWith('{')) continue;
-      let line: LogLine;
-      try {
-        line = JSON.parse(l) as LogLine;
-      } catch {
-        continue;
-      }
-      if (line.msg) counts.set(line.msg, (counts.get(line.msg) ?? 0) + 1);
-      for (const fn of listeners) fn(line, at);
-    }
+  p.onLine((line) => {
+    if (line.msg) counts.set(line.msg, (counts.get(line.msg) ?? 0) + 1);
   });
-  proc.stderr?.setEncoding('utf8').on('data', (d: string) => {
-    tail = (tail + d).slice(-4000);
-  });
-  const exited = new Promise<void>((res) => proc.once('exit', () => res()));
-  const url = `http://127.0.0.1:${port}`;
-  const get = async (path: string) => {
-    const res = await fetch(url + path);
-    await res.arrayBuffer();
-    return res.status;
-  };
-  const p: Podvol = {
-    proc,
-    url,
-    spawnedAt,
-    onLine(fn) {
-      listeners.add(fn);
-      return () => listeners.delete(fn);
-    },
+  return {
+    ...p,
     count: (msg) => counts.get(msg) ?? 0,
-    get,
     async until200(path, everyMs = 5, timeoutMs = 120_000) {
       const deadline = performance.now() + timeoutMs;
       while (performance.now() < deadline) {
-        if (proc.exitCode !== null) throw new Error(`podvol exited ${proc.exitCode}: ${tail}`);
+        if (p.proc.exitCode !== null) throw new Error(`podvol exited ${p.proc.exitCode}: ${p.output()}`);
         try {
-          if ((await get(path)) === 200) return performance.now();
+          if ((await p.get(path)).status === 200) return performance.now();
         } catch {
           // not listening yet
         }
         await sleep(everyMs);
       }
-      throw new Error(`podvol: ${path} not 200 within ${timeoutMs} ms: ${tail}`);
+      throw new Error(`podvol: ${path} not 200 within ${timeoutMs} ms: ${p.output()}`);
     },
-    memory: () => procMemory(proc.pid ?? 0),
-    async stop() {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
-      await exited;
-    },
+    memory: () => procMemory(p.proc.pid ?? 0),
   };
-  return p;
 }
 
-/** VmRSS and VmHWM of a process, in MiB. */
 /**
  * The baseline process of the startup and memory benches: a bare Node HTTP
  * server, after `preload` (say, requiring @kubernetes/client-node). Its time
@@ -239,12 +176,6 @@ export async function bareNode(preload: string, settleMs: number): Promise<{ ms:
   } finally {
     proc.kill('SIGKILL');
   }
-}
-
-export function procMemory(pid: number): { rss: number; hwm: number } {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0);
-  return { rss: kb('VmRSS') / 1024, hwm: kb('VmHWM') / 1024 };
 }
 
 /** CPU seconds (user + system) a process has used so far, its children not counted. */
@@ -298,7 +229,7 @@ export async function until(
   throw new Error(`timed out waiting for ${what}`);
 }
 
-export { median, percentile } from '../test/helpers/stats.ts';
+export { median, percentile, procMemory } from '../test/helpers/figures.ts';
 
 /** Runs a bash script; returns its wall time in ms. Fails loudly. */
 export function timeBash(script: string): number {

@@ -21,6 +21,7 @@ import { Agent, request } from 'node:http';
 import { connect, createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { loadPeerCred } from '../src/agent/runtime/peercred.ts';
+import { runtimeSocketOf } from '../test/helpers/daemon.ts';
 import {
   ensureMountNamespace,
   figure,
@@ -127,12 +128,9 @@ async function main() {
   const manifests = join(root.dir, 'manifests');
   await mkdir(manifests);
   await place(manifests, 'bench', podSpec('bench'));
-  const socket = join(root.dir, 'run', 'podvol.sock');
-  const p = await startPodvol({
-    rootDir: join(root.dir, 'root'),
-    manifests,
-    extra: ['--runtime-socket', socket],
-  });
+  const rootDir = join(root.dir, 'root');
+  const socket = runtimeSocketOf(rootDir);
+  const p = await startPodvol({ rootDir, manifests });
   // pino's time of each pod's SetUp succeeded lines: readiness, as the daemon saw it.
   const setUps = new Map<string, number[]>();
   p.onLine((l: LogLine) => {

@@ -13,10 +13,10 @@
 // Run (root): node bench/thousand-volumes.bench.ts [volumes] [--cgroup] [--no-baseline]
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { percentile } from './lib.ts';
+import { errorMessage } from '../src/errno.ts';
+import { freePort, percentile, procMemory } from './lib.ts';
 
 const VOLUMES = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 1000);
 const USE_CGROUP = process.argv.includes('--cgroup');
@@ -52,14 +52,6 @@ function manifest(): string {
   });
 }
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-
 /** A memory cgroup of LIMIT bytes for `pid` (v2 if mounted unified, else v1); returns how to read it. */
 function cgroupFor(pid: number): { peak(): number; oomKilled(): boolean; remove(): void } | undefined {
   const self = readFileSync('/proc/self/cgroup', 'utf8');
@@ -88,7 +80,7 @@ function cgroupFor(pid: number): { peak(): number; oomKilled(): boolean; remove(
       remove: () => rmdirSync(dir),
     };
   } catch (err) {
-    console.log(`# no memory cgroup (${(err as Error).message}); peak RSS only`);
+    console.log(`# no memory cgroup (${errorMessage(err)}); peak RSS only`);
     return undefined;
   }
 }
@@ -135,7 +127,7 @@ async function run(label: string, pool: number | undefined) {
   ];
   const child = spawn('unshare', args, { stdio: ['ignore', 'ignore', 'inherit'] });
   // unshare execs node: the same pid.
-  const cg = USE_CGROUP ? cgroupFor(child.pid as number) : undefined;
+  const cg = USE_CGROUP && child.pid !== undefined ? cgroupFor(child.pid) : undefined;
   let hwm = 0;
   let exited: number | string | null = null;
   child.on('exit', (code, signal) => {
@@ -143,8 +135,7 @@ async function run(label: string, pool: number | undefined) {
   });
   const sample = setInterval(() => {
     try {
-      const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
-      if (m) hwm = Math.max(hwm, Number(m[1]) * 1024);
+      hwm = Math.max(hwm, procMemory(child.pid ?? 0).hwm * 1024 * 1024);
     } catch {}
   }, 100);
   const status = async () =>
@@ -198,7 +189,7 @@ async function run(label: string, pool: number | undefined) {
     tornDownMs = performance.now() - t1;
     return figures();
   } catch (err) {
-    return { ...figures(), err: (err as Error).message };
+    return { ...figures(), err: errorMessage(err) };
   } finally {
     probing = false;
     await prober;

@@ -10,8 +10,8 @@ import { startTestApiServer } from '../apiserver/server.ts';
 import { type PodvolProcess, runtimeSocketOf, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { mountsBelow } from '../helpers/mounts.ts';
-import { at } from '../helpers/must.ts';
-import { apiPod, kubeApiAccessVolume } from '../helpers/pods.ts';
+import { at, must } from '../helpers/must.ts';
+import { apiPod, kubeApiAccessVolume, uidOf } from '../helpers/pods.ts';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 
@@ -65,7 +65,7 @@ mountTest(
   async (t) => {
     const { api, root, kubeconfig } = await cluster(t);
     const pod = api.store.create('pods', webPod('web'));
-    const uid = pod.metadata?.uid as string;
+    const uid = uidOf(pod);
     const p = await startPodvol({ rootDir: root, extra: ['--kubeconfig', kubeconfig] });
     t.after(() => p.stop());
     await waitFor('web mounted', () => podReady('web')(p));
@@ -206,13 +206,7 @@ mountTest('cluster mode: a token near expiry is refreshed in the projected volum
       ],
     },
   });
-  const file = join(
-    base,
-    'root',
-    'pods',
-    pod.metadata?.uid as string,
-    'volumes/kubernetes.io~projected/tok/token',
-  );
+  const file = join(base, 'root', 'pods', uidOf(pod), 'volumes/kubernetes.io~projected/tok/token');
   const p = await startPodvol({
     rootDir: join(base, 'root'),
     extra: ['--kubeconfig', kubeconfig, '--sync-frequency', '1s'],
@@ -293,7 +287,7 @@ mountTest(
     };
     const large = await waitFor('large settled', state('large'));
     assert.equal(large.state, 'mounted');
-    const uid = (await p.status()).pods.find((x) => x.name === 'large')?.uid as string;
+    const uid = must((await p.status()).pods.find((x) => x.name === 'large')?.uid, 'the uid of large');
     assert.equal(
       (await readFile(join(root, 'pods', uid, 'volumes/kubernetes.io~configmap/v/big.txt'), 'utf8')).length,
       big.length,

@@ -23,10 +23,11 @@ import {
   writeDriverConfig,
 } from '../csi/driver.ts';
 import { startTestRegistrar } from '../csi/registrar.ts';
-import { type PodvolProcess, type StatusVolume, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
+import { type PodvolProcess, startPodvol, volumeOf, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { mountsBelow } from '../helpers/mounts.ts';
 import { at, must } from '../helpers/must.ts';
+import { uidOf } from '../helpers/pods.ts';
 
 const DRIVER = 'test.csi.podvol.io';
 
@@ -135,9 +136,6 @@ function claimPod(c: Cluster, name: string, claim: string, extra: Record<string,
   });
 }
 
-const volumeOf = async (p: PodvolProcess, pod: string, volume = 'data') =>
-  (await p.status()).pods.find((x) => x.name === pod)?.volumes.find((v) => v.name === volume);
-
 async function mounted(p: PodvolProcess, pod: string, volume = 'data') {
   let last: unknown;
   return waitFor(
@@ -167,7 +165,7 @@ csiTest(
     const c = await csiCluster(t, { csiDriver: { podInfoOnMount: true } });
     const { pvName, handle } = createClaim(c, 'data1');
     const pod = claimPod(c, 'web', 'data1');
-    const uid = pod.metadata?.uid as string;
+    const uid = uidOf(pod);
     const p = await c.start();
     const v = await mounted(p, 'web');
     const dir = join(c.root, 'pods', uid, 'volumes', 'kubernetes.io~csi', pvName);
@@ -257,13 +255,13 @@ csiTest(
     const stagingDir = join(c.root, 'plugins', 'kubernetes.io', 'csi', DRIVER, sha256Hex(handle));
 
     deletePod(c, 'a');
-    await waitGone('pod a torn down', join(c.root, 'pods', a.metadata?.uid as string));
+    await waitGone('pod a torn down', join(c.root, 'pods', uidOf(a)));
     assert.equal(count('NodeUnpublishVolume'), 1);
     assert.equal(count('NodeUnstageVolume'), 0, 'b still uses the staged volume');
     assert.ok((await mountsBelow(c.root)).some((m) => m.mountPoint === join(stagingDir, 'globalmount')));
 
     deletePod(c, 'b');
-    await waitGone('pod b torn down', join(c.root, 'pods', b.metadata?.uid as string));
+    await waitGone('pod b torn down', join(c.root, 'pods', uidOf(b)));
     await waitGone('staging directory removed', stagingDir);
     assert.equal(count('NodeUnpublishVolume'), 2);
     assert.equal(count('NodeUnstageVolume'), 1);
@@ -280,7 +278,7 @@ csiTest(
     const c = await csiCluster(t);
     const { pvName, handle } = createClaim(c, 'k9');
     const pod = claimPod(c, 'web', 'k9');
-    const uid = pod.metadata?.uid as string;
+    const uid = uidOf(pod);
     // NodePublish hangs: podvol is killed after NodeStage succeeded.
     updateDriverConfig(c.stateDir, (cfg) => {
       cfg.delays = { NodePublishVolume: 60_000 };
@@ -336,8 +334,8 @@ csiTest(
     const c = await csiCluster(t);
     const keep = createClaim(c, 'keep');
     const gone = createClaim(c, 'gone');
-    const keepUID = claimPod(c, 'stays', 'keep').metadata?.uid as string;
-    const goneUID = claimPod(c, 'leaves', 'gone').metadata?.uid as string;
+    const keepUID = uidOf(claimPod(c, 'stays', 'keep'));
+    const goneUID = uidOf(claimPod(c, 'leaves', 'gone'));
     let p = await c.start();
     await mounted(p, 'stays');
     await mounted(p, 'leaves');
@@ -419,7 +417,7 @@ csiTest(
       },
     });
     const pod = inlinePod(c, 'eph');
-    const uid = pod.metadata?.uid as string;
+    const uid = uidOf(pod);
     const p = await c.start();
     const v = await mounted(p, 'eph', 'scratch');
     const dir = join(c.root, 'pods', uid, 'volumes', 'kubernetes.io~csi', 'scratch');
@@ -497,7 +495,7 @@ csiTest(
     const p = await c.start();
     await mounted(p, 'pfile');
     const dirOf = (pod: { metadata?: { uid?: string } }, pv: string) =>
-      join(c.root, 'pods', pod.metadata?.uid as string, 'volumes', 'kubernetes.io~csi', pv, 'mount');
+      join(c.root, 'pods', uidOf(pod), 'volumes', 'kubernetes.io~csi', pv, 'mount');
     assert.equal((await stat(dirOf(podFile, file.pvName))).gid, 4321);
     assert.ok((await stat(dirOf(podFile, file.pvName))).mode & 0o2000, 'setgid');
 
@@ -922,10 +920,7 @@ csiTest(
 
     const p = await c.start();
     const v = await mounted(p, 'gen', 'scratch');
-    assert.equal(
-      v.path,
-      join(c.root, 'pods', pod.metadata?.uid as string, 'volumes', 'kubernetes.io~csi', 'pv-gen', 'mount'),
-    );
+    assert.equal(v.path, join(c.root, 'pods', uidOf(pod), 'volumes', 'kubernetes.io~csi', 'pv-gen', 'mount'));
     const staged = c.calls().find((x) => x.method === 'NodeStageVolume' && x.code === 0);
     assert.equal(staged?.request.volume_id, hostile);
     assert.equal(
@@ -1000,7 +995,7 @@ csiTest(
     const c = await csiCluster(t, { driver: { capabilities: ['STAGE_UNSTAGE_VOLUME', 'EXPAND_VOLUME'] } });
     const { claim, handle, pvName } = createClaim(c, 'grow');
     const pod = claimPod(c, 'web', 'grow');
-    const uid = pod.metadata?.uid as string;
+    const uid = uidOf(pod);
     const p = await c.start();
     await mounted(p, 'web');
     assert.equal(c.calls().filter((x) => x.method === 'NodeExpandVolume').length, 0);
@@ -1119,10 +1114,10 @@ csiTest(
     assert.ok(device?.startsWith('/dev/loop'), `a loop device for the volume (${device})`);
     assert.equal(stagingMount?.source, device);
     assert.equal(stagingMount?.fsType, 'ext4');
-    const podMount = table.find((m) => m.mountPoint === target(first.metadata?.uid as string));
+    const podMount = table.find((m) => m.mountPoint === target(uidOf(first)));
     assert.equal(podMount?.fsType, 'ext4', 'the pod sees the staged filesystem');
     assert.deepEqual(readFormats(c.stateDir), [{ volume_id: handle, device, fsType: 'ext4' }]);
-    await writeFile(join(target(first.metadata?.uid as string), 'kept'), 'on ext4');
+    await writeFile(join(target(uidOf(first)), 'kept'), 'on ext4');
 
     // Last pod gone: unpublished, unstaged, the loop device detached.
     deletePod(c, 'one');
@@ -1133,10 +1128,10 @@ csiTest(
     const second = claimPod(c, 'two', 'blk');
     await mounted(p, 'two');
     assert.equal(readFormats(c.stateDir).length, 1, 'formatted once');
-    assert.equal(await readFile(join(target(second.metadata?.uid as string), 'kept'), 'utf8'), 'on ext4');
+    assert.equal(await readFile(join(target(uidOf(second)), 'kept'), 'utf8'), 'on ext4');
 
     // Online expansion grows the real filesystem under the running pod.
-    const before = statfsSync(target(second.metadata?.uid as string));
+    const before = statfsSync(target(uidOf(second)));
     const pv = c.api.store.mustGet('persistentvolumes', undefined, pvName);
     c.api.store.update('persistentvolumes', {
       ...pv,
@@ -1160,7 +1155,7 @@ csiTest(
     const claimNow = () => c.api.store.mustGet('persistentvolumeclaims', 'default', 'blk') as Claim;
     if (canResizeMountedExt4()) {
       await waitFor('the claim grown', () => claimNow().status?.capacity?.storage === '64Mi', 60_000);
-      const after = statfsSync(target(second.metadata?.uid as string));
+      const after = statfsSync(target(uidOf(second)));
       assert.ok(
         after.blocks * after.bsize > before.blocks * before.bsize * 1.5,
         `filesystem grew: ${before.blocks * before.bsize} -> ${after.blocks * after.bsize} bytes`,
@@ -1209,7 +1204,7 @@ csiTest(
     await mounted(p, 'web');
     await mounted(p, 'plain', 'tmp');
     const hung = await waitFor('the stuck volume in NodePublishVolume', async () => {
-      const v = (await volumeOf(p, 'hung')) as (StatusVolume & { phase?: string }) | undefined;
+      const v = await volumeOf(p, 'hung');
       return v?.phase === 'publishing' ? v : undefined;
     });
     assert.equal(hung.state, 'pending');

@@ -8,6 +8,7 @@ import { startTestApiServer } from '../apiserver/server.ts';
 import { daemonDirs, type PodvolProcess, startPodvol, waitFor } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { mountsBelow } from '../helpers/mounts.ts';
+import { uidOf } from '../helpers/pods.ts';
 import { runCli } from './ops/cli.ts';
 
 const FQDN = 'node1.example.internal';
@@ -46,7 +47,7 @@ mountTest(
     const kubeconfig = await api.kubeconfigPath(base);
     api.store.create('nodes', { metadata: { name: FQDN }, status: { allocatable: { memory: '4Gi' } } });
     const pod = api.store.create('pods', { ...dbPod({ nodeName: FQDN }), status: { phase: 'Running' } });
-    const uid = pod.metadata?.uid as string;
+    const uid = uidOf(pod);
     const root = join(base, 'root');
     const cluster = ['--kubeconfig', kubeconfig];
 

@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import { Registry } from 'prom-client';
 import { createHttpServer, httpLimits } from '../../src/agent/http.ts';
 import { waitFor } from '../helpers/daemon.ts';
+import { listenLocal } from '../helpers/listen.ts';
 
 test('idle connections beyond the cap are closed, idle ones time out, /healthz answers again', async (t) => {
   const limits = {
@@ -25,9 +26,8 @@ test('idle connections beyond the cap are closed, idle ones time out, /healthz a
     undefined,
     limits,
   );
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = await listenLocal(server);
   t.after(() => new Promise<void>((r) => server.close(() => r())));
-  const { port } = server.address() as { port: number };
   const sockets: Socket[] = [];
   t.after(() => {
     for (const s of sockets) s.destroy();

@@ -8,9 +8,10 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { execa } from 'execa';
 import { startTestApiServer } from '../apiserver/server.ts';
-import { type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
+import { type PodvolProcess, startPodvol, volumeOf, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { mountsBelow } from '../helpers/mounts.ts';
+import { uidOf } from '../helpers/pods.ts';
 
 async function cluster(t: TestContext) {
   const api = await startTestApiServer();
@@ -94,9 +95,6 @@ function pod(c: Cluster, name: string, claim: string, o: { fsGroup?: number; dev
   });
 }
 
-const volumeOf = async (p: PodvolProcess, name: string) =>
-  (await p.status()).pods.find((x) => x.name === name)?.volumes.find((v) => v.name === 'data');
-
 async function settled(p: PodvolProcess, name: string, state: 'mounted' | 'failed') {
   let last: unknown;
   return waitFor(
@@ -121,7 +119,7 @@ mountTest(
     await writeFile(join(disk, 'existing'), 'data on the node\n');
     localClaim(c, 'fast', disk, { mountOptions: ['noatime'] });
     const a = pod(c, 'a', 'fast', { fsGroup: 4321 });
-    const uidA = a.metadata?.uid as string;
+    const uidA = uidOf(a);
     const va = await settled(c.p, 'a', 'mounted');
     const dirA = join(c.root, 'pods', uidA, 'volumes', 'kubernetes.io~local-volume', 'pv-fast');
     assert.equal(va.path, dirA);
@@ -136,7 +134,7 @@ mountTest(
 
     // A second pod: its own bind mount of the same directory, writes shared.
     const b = pod(c, 'b', 'fast');
-    const uidB = b.metadata?.uid as string;
+    const uidB = uidOf(b);
     await settled(c.p, 'b', 'mounted');
     const dirB = join(c.root, 'pods', uidB, 'volumes', 'kubernetes.io~local-volume', 'pv-fast');
     await writeFile(join(dirB, 'from-b'), 'b');

@@ -8,10 +8,11 @@ import { randomUUID } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stringify } from 'yaml';
+import { errorMessage } from '../../src/errno.ts';
+import { listenLocal } from '../helpers/listen.ts';
 import { at } from '../helpers/must.ts';
 import { applyPatch } from './patch.ts';
 import {
@@ -637,7 +638,7 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
       else rec.code = res.headersSent ? 200 : 0;
     } catch (e) {
       if (e instanceof StatusError) return send(e.code, e.toStatus());
-      send(500, new StatusError(500, `test API server: ${(e as Error).message}`).toStatus());
+      send(500, new StatusError(500, `test API server: ${errorMessage(e)}`).toStatus());
     }
   }
 
@@ -650,11 +651,7 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
   };
   server.on('request', onRequest);
   server.on('secureConnection', onConnection);
-  await new Promise<void>((ok, fail) => {
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => ok());
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = await listenLocal(server);
   const url = `https://127.0.0.1:${port}`;
   let isDown = false;
 

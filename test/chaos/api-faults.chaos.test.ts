@@ -8,6 +8,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { waitFor } from '../helpers/daemon.ts';
 import { mountTest } from '../helpers/mountns.ts';
+import { uidOf } from '../helpers/pods.ts';
 import { chaosSetup, figure, pct, peakRssMiB, size } from './lib.ts';
 
 const podOf = (name: string) => ({
@@ -35,11 +36,11 @@ mountTest('chaos: dropped watches, 410s and outages; recovery after the API serv
       (x) => x === v,
       () => false,
     );
-  await waitFor('the steady pod', () => onDisk(first.metadata?.uid as string, '0'), 90_000);
+  await waitFor('the steady pod', () => onDisk(uidOf(first), '0'), 90_000);
   // A configMap volume lives on disk (no mount): its file must be there throughout.
   let unmountedUnderFault = 0;
   const watchMount = setInterval(async () => {
-    if (!(await stat(cfgFile(first.metadata?.uid as string)).catch(() => undefined))) unmountedUnderFault++;
+    if (!(await stat(cfgFile(uidOf(first))).catch(() => undefined))) unmountedUnderFault++;
   }, 200);
   t.after(() => clearInterval(watchMount));
 
@@ -49,11 +50,7 @@ mountTest('chaos: dropped watches, 410s and outages; recovery after the API serv
     api.hooks.dropWatches();
     api.hooks.compact({ expireWatches: true });
     s.update('configmaps', { metadata: { name: 'app', namespace: 'default' }, data: { v: `gone-${round}` } });
-    await waitFor(
-      'the change after 410s',
-      () => onDisk(first.metadata?.uid as string, `gone-${round}`),
-      60_000,
-    );
+    await waitFor('the change after 410s', () => onDisk(uidOf(first), `gone-${round}`), 60_000);
     // An outage: changes made while it is down must reach the disk soon after it is back.
     await api.hooks.down();
     await new Promise((r) => setTimeout(r, outageMs));
@@ -64,14 +61,13 @@ mountTest('chaos: dropped watches, 410s and outages; recovery after the API serv
     await waitFor(
       'the new pod and the configMap change on disk',
       async () =>
-        (await onDisk(added.metadata?.uid as string, `back-${round}`)) &&
-        (await onDisk(first.metadata?.uid as string, `back-${round}`)),
+        (await onDisk(uidOf(added), `back-${round}`)) && (await onDisk(uidOf(first), `back-${round}`)),
       120_000,
     );
     recovery.push(performance.now() - t0);
   }
   clearInterval(watchMount);
-  figure(t, 'API faults: podvol peak RSS (cluster mode)', await peakRssMiB(p.proc.pid));
+  figure(t, 'API faults: podvol peak RSS (cluster mode)', peakRssMiB(p.proc.pid));
   figure(t, 'API faults: outages', `${outages} of ${outageMs} ms`);
   figure(t, 'API faults: recovery after the API server returns (goal 5000 ms)', pct(recovery));
   figure(t, 'API faults: running volume torn down during faults', unmountedUnderFault);

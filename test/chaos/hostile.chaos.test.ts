@@ -146,7 +146,7 @@ mountTest('chaos: hostile manifests are refused with reasons and touch nothing o
     'hostile: manifests refused or failed with a reason',
     `${refused} of ${Object.keys(corpus).length}`,
   );
-  figure(t, 'hostile: podvol peak RSS', await peakRssMiB(p.proc.pid));
+  figure(t, 'hostile: podvol peak RSS', peakRssMiB(p.proc.pid));
   const outside = await guard.changes();
   // Nothing new beside root, manifests and the canary either.
   // (run/ holds the runtime socket startPodvol asks for.)

@@ -11,11 +11,11 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
+import { median } from '../helpers/figures.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { mountedAt, mountPointsAtOrBelow } from '../helpers/mounts.ts';
 import { at } from '../helpers/must.ts';
 import { staticPod, type VolumeSpec } from '../helpers/pods.ts';
-import { median } from '../helpers/stats.ts';
 import { figure, pct, size } from './lib.ts';
 
 const hasBindfs = () => !spawnSync('bindfs', ['--version'], { stdio: 'ignore' }).error;

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
+import { type PodvolProcess, startPodvol, volumeOf, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { mountedAt, mountPointsAtOrBelow } from '../helpers/mounts.ts';
 import { figure, pct } from './lib.ts';
@@ -71,13 +71,11 @@ mountTest('chaos: a restart over a hung volume does not hold start, /readyz or t
   const normalProc = p;
   await waitFor('/readyz', async () => (await normalProc.get('/readyz')).status === 200, 120_000);
   const normalReadyMs = performance.now() - n0;
-  const volumeOf = async (proc: PodvolProcess, uid: string) =>
-    (await proc.status()).pods.find((x) => x.uid === uid)?.volumes[0];
   const first = p;
   const work = await waitFor(
     'the emptyDir mounted',
     async () => {
-      const v = await volumeOf(first, 'chaos-hung-restart');
+      const v = await volumeOf(first, 'chaos-hung-restart', 'work');
       return v?.state === 'mounted' ? v : undefined;
     },
     90_000,
@@ -107,7 +105,7 @@ mountTest('chaos: a restart over a hung volume does not hold start, /readyz or t
   t.after(() => clearInterval(prober));
   await waitFor(
     'the other pod mounted',
-    async () => (await volumeOf(proc, 'chaos-other'))?.state === 'mounted',
+    async () => (await volumeOf(proc, 'chaos-other', 'work'))?.state === 'mounted',
     120_000,
   );
   const otherMs = performance.now() - t0;
@@ -115,7 +113,7 @@ mountTest('chaos: a restart over a hung volume does not hold start, /readyz or t
   const hung = await waitFor(
     'the hung volume to report FilesystemUnresponsive, retried',
     async () => {
-      const v = await volumeOf(proc, 'chaos-hung-restart');
+      const v = await volumeOf(proc, 'chaos-hung-restart', 'work');
       return v?.reason === 'FilesystemUnresponsive' && v.attempts >= 3 ? v : undefined;
     },
     180_000,

@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { startTestApiServer } from '../apiserver/server.ts';
 import { daemonDirs, type PodvolProcess, startPodvol } from '../helpers/daemon.ts';
+import { median, percentile, procMemory } from '../helpers/figures.ts';
 import { tempDir } from '../helpers/mountns.ts';
-import { median, percentile } from '../helpers/stats.ts';
 
 /** `npm run chaos` sets PODVOL_CHAOS=full; `npm test` (CI) runs the short version. */
 export const FULL = process.env.PODVOL_CHAOS === 'full';
@@ -122,8 +122,10 @@ export async function chaosSetup(t: TestContext, opts: { api?: boolean } = {}) {
 }
 
 /** A process's peak resident memory (VmHWM) in MiB, for figures. */
-export async function peakRssMiB(pid: number | undefined): Promise<string> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
-  const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? Number.NaN);
-  return `${(kb / 1024).toFixed(0)} MiB`;
+export function peakRssMiB(pid: number | undefined): string {
+  try {
+    return `${procMemory(pid ?? 0).hwm.toFixed(0)} MiB`;
+  } catch {
+    return 'NaN MiB';
+  }
 }

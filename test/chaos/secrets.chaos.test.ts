@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest } from '../helpers/mountns.ts';
 import { mountsBelow } from '../helpers/mounts.ts';
+import { uidOf } from '../helpers/pods.ts';
 import { chaosSetup, figure, peakRssMiB } from './lib.ts';
 
 const podOf = (name: string) => ({
@@ -71,7 +72,7 @@ mountTest('chaos: secret and token bytes only on tmpfs, never in logs, /status o
     await waitFor(
       'the secret on disk',
       () =>
-        readFile(secFile(x.metadata?.uid as string), 'utf8').then(
+        readFile(secFile(uidOf(x)), 'utf8').then(
           (v) => v === secret,
           () => false,
         ),
@@ -85,14 +86,14 @@ mountTest('chaos: secret and token bytes only on tmpfs, never in logs, /status o
   await waitFor(
     'the rotated secret',
     () =>
-      readFile(secFile(a.metadata?.uid as string), 'utf8').then(
+      readFile(secFile(uidOf(a)), 'utf8').then(
         (v) => v === `${secret}-2`,
         () => false,
       ),
     90_000,
   );
   s.delete('pods', 'default', 'b', { gracePeriodSeconds: 0 });
-  await waitGone('b torn down', join(root, 'pods', b.metadata?.uid as string), 120_000);
+  await waitGone('b torn down', join(root, 'pods', uidOf(b)), 120_000);
 
   const needles = [
     secret,
@@ -108,7 +109,7 @@ mountTest('chaos: secret and token bytes only on tmpfs, never in logs, /status o
   const files = await persistentFiles(base);
   for (const f of files) places.push([f, await readFile(f, 'latin1')]);
   const hits = places.filter(([, text]) => needles.some((n) => text.includes(n))).map(([where]) => where);
-  figure(t, 'secrets: podvol peak RSS (cluster mode)', await peakRssMiB(p.proc.pid));
+  figure(t, 'secrets: podvol peak RSS (cluster mode)', peakRssMiB(p.proc.pid));
   figure(t, 'secrets: places scanned', `log, /status, /metrics and ${files.length} files on persistent disk`);
   figure(t, 'secrets: secret or token bytes outside tmpfs', hits.length);
   assert.deepEqual(hits, []);

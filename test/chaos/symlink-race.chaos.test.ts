@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errorMessage } from '../../src/errno.ts';
 import { waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest } from '../helpers/mountns.ts';
 import { startSwapper } from '../helpers/swapper.ts';
@@ -53,7 +54,7 @@ mountTest('chaos: symlinks swapped in during teardown never lead outside', async
     // Generous: each teardown the swapper defeats doubles the backoff (0.5 s, 1 s, 2 s, ...).
     await waitGone('the pod directory', join(root, 'pods', `chaos-race-${i}`), 300_000).catch(async (err) => {
       const left = (await p.status()).pods.find((x) => x.uid === `chaos-race-${i}`);
-      throw new Error(`${(err as Error).message}; status: ${JSON.stringify(left)}`);
+      throw new Error(`${errorMessage(err)}; status: ${JSON.stringify(left)}`);
     });
     teardown.push(performance.now() - t0);
   }

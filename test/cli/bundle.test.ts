@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { buildBundle } from '../../scripts/build-bundle.mjs';
+import { podWith } from '../helpers/pods.ts';
 
 const repoRoot = join(import.meta.dirname, '..', '..');
 let dir: string;
@@ -36,20 +37,8 @@ function cli(entry: string, args: string[]) {
 const manifest = {
   apiVersion: 'v1',
   kind: 'Pod',
-  metadata: { name: 'bundled', namespace: 'default', uid: '0f6b8c1e-bundle-test' },
-  spec: {
-    containers: [
-      {
-        name: 'c',
-        image: 'busybox',
-        volumeMounts: [
-          { name: 'scratch', mountPath: '/scratch' },
-          { name: 'mem', mountPath: '/mem' },
-          { name: 'info', mountPath: '/info' },
-        ],
-      },
-    ],
-    volumes: [
+  ...podWith(
+    [
       { name: 'scratch', emptyDir: {} },
       { name: 'mem', emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
       {
@@ -57,7 +46,9 @@ const manifest = {
         downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] },
       },
     ],
-  },
+    {},
+    { name: 'bundled', namespace: 'default', uid: '0f6b8c1e-bundle-test' },
+  ),
 };
 
 test('the bundle plans a pod exactly as the sources do', () => {

@@ -24,6 +24,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { execa } from 'execa';
+import { errorMessage } from '../../src/errno.ts';
 import { createLinuxMounter } from '../../src/mount/linux.ts';
 import { grpc, loadCSIProto } from '../../src/plugins/csi/grpc.ts';
 import { serveOnUnixSocket } from './serve.ts';
@@ -390,9 +391,9 @@ export async function startTestDriver(socket: string, stateDir: string): Promise
           log({ method, request: call.request, code, at: Date.now(), ms: performance.now() - t0 });
           cb({
             code,
-            details: (err as Error).message,
+            details: errorMessage(err),
             name: 'Error',
-            message: (err as Error).message,
+            message: errorMessage(err),
             metadata: new grpc.Metadata(),
           });
         },

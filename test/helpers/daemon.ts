@@ -4,7 +4,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { lstat, mkdir, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import type { StatusDocument } from '../../src/agent/ops/status.ts';
+import { errorMessage } from '../../src/errno.ts';
 import { httpsRequest } from './https.ts';
+import { listenLocal } from './listen.ts';
 
 export const repoRoot = join(import.meta.dirname, '..', '..');
 
@@ -18,15 +21,12 @@ export async function daemonDirs(base: string): Promise<{ root: string; manifest
   return { root: join(base, 'root'), manifests };
 }
 
+/** A port no one listened on a moment ago (for a child process to listen on). */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
+  const srv = createServer();
+  const port = await listenLocal(srv);
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
 }
 
 export async function waitFor<T>(
@@ -39,44 +39,24 @@ export async function waitFor<T>(
   while (Date.now() < deadline) {
     try {
       const v = await fn();
-      if (v !== undefined && v !== false) return v as T;
+      if (v !== undefined && v !== false) return v;
     } catch (err) {
       lastErr = err;
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new Error(`timed out waiting for ${what}${lastErr ? `: ${(lastErr as Error).message}` : ''}`);
+  throw new Error(`timed out waiting for ${what}${lastErr ? `: ${errorMessage(lastErr)}` : ''}`);
 }
 
-export interface PodvolProcess {
-  url: string;
-  proc: ChildProcess;
-  output(): string;
-  logLines(): Record<string, unknown>[];
-  /** GET with an optional bearer token (sent only to a secured, non-loopback listener). */
-  get(path: string, token?: string): Promise<{ status: number; body: string }>;
-  status(): Promise<StatusDoc>;
-  /** Sends a signal and resolves with the exit code. */
-  stop(signal?: NodeJS.Signals): Promise<number | null>;
-}
+/** One JSON log line of podvol's. */
+export type LogLine = { msg?: string; pod?: string; volume?: string; [k: string]: unknown };
 
-export interface StatusVolume {
-  name: string;
-  plugin: string;
-  state: string;
-  path: string;
-  reason: string;
-  message: string;
-  attempts: number;
-}
-export interface StatusDoc {
-  pods: { namespace: string; name: string; uid: string; volumes: StatusVolume[] }[];
-  errors: { reason: string; message: string; file?: string }[];
-}
-
-export async function startPodvol(args: {
+export interface PodvolOptions {
   rootDir: string;
   manifests?: string;
+  kubeconfig?: string;
+  /** --node-name; testnode unless given. */
+  nodeName?: string;
   extra?: string[];
   env?: Record<string, string>;
   /**
@@ -84,69 +64,133 @@ export async function startPodvol(args: {
    * trusts the self-signed certificate it generates under <rootDir>/pki.
    */
   secure?: boolean;
-}): Promise<PodvolProcess> {
+  /** Node's own flags for podvol (e.g. --cpu-prof), before its script. */
+  nodeArgs?: string[];
+  /** A command podvol runs under (e.g. strace -f -o <file>), its arguments before node's. */
+  wrap?: string[];
+  /**
+   * Keep the whole output for output() and logLines() (the default). Benches
+   * whose daemons log thousands of lines say false: output() is then the last
+   * 4,000 characters of stderr, logLines() empty, and onLine() still sees every line.
+   */
+  keepOutput?: boolean;
+}
+
+export interface PodvolProcess {
+  url: string;
+  proc: ChildProcess;
+  /** performance.now() when the process was spawned. */
+  spawnedAt: number;
+  output(): string;
+  logLines(): LogLine[];
+  /** Calls `fn` for every JSON log line as it arrives (with performance.now() of its arrival); returns the way to stop. */
+  onLine(fn: (line: LogLine, at: number) => void): () => void;
+  /** GET with an optional bearer token (sent only to a secured, non-loopback listener). */
+  get(path: string, token?: string): Promise<{ status: number; body: string }>;
+  status(): Promise<StatusDocument>;
+  /** Sends a signal and resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** `podvol run` as a child process, its log lines read as they come; not waited for (startPodvol waits). */
+export async function spawnPodvol(o: PodvolOptions): Promise<PodvolProcess> {
   const port = await freePort();
   const argv = [
+    ...(o.nodeArgs ?? []),
     join(repoRoot, 'bin', 'podvol.js'),
     'run',
     '--root-dir',
-    args.rootDir,
+    o.rootDir,
     '--listen',
-    `${args.secure ? '0.0.0.0' : '127.0.0.1'}:${port}`,
+    `${o.secure ? '0.0.0.0' : '127.0.0.1'}:${port}`,
     '--node-name',
-    'testnode',
-    ...(args.manifests ? ['--pod-manifest-path', args.manifests] : []),
-    // Never the global /run/podvol: each test's daemon has its own socket.
+    o.nodeName ?? 'testnode',
+    ...(o.manifests ? ['--pod-manifest-path', o.manifests] : []),
+    ...(o.kubeconfig ? ['--kubeconfig', o.kubeconfig] : []),
+    // Never the global /run/podvol: each daemon has its own socket.
     '--runtime-socket',
-    runtimeSocketOf(args.rootDir),
-    ...(args.extra ?? []),
+    runtimeSocketOf(o.rootDir),
+    ...(o.extra ?? []),
   ];
-  const proc = spawn(process.execPath, argv, {
-    env: { ...process.env, ...args.env },
+  const [command = process.execPath, ...args] = [...(o.wrap ?? []), process.execPath, ...argv];
+  const spawnedAt = performance.now();
+  const proc = spawn(command, args, {
+    env: { ...process.env, ...o.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  const keep = o.keepOutput ?? true;
   let out = '';
-  proc.stdout?.on('data', (d) => {
-    out += d;
+  const lines: LogLine[] = [];
+  const listeners = new Set<(line: LogLine, at: number) => void>();
+  let partial = '';
+  proc.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    const at = performance.now();
+    if (keep) out += chunk;
+    const complete = (partial + chunk).split('\n');
+    partial = complete.pop() ?? '';
+    for (const l of complete) {
+      if (!l.startsWith('{')) continue;
+      let line: LogLine;
+      try {
+        line = JSON.parse(l);
+      } catch {
+        continue;
+      }
+      if (keep) lines.push(line);
+      for (const fn of listeners) fn(line, at);
+    }
   });
-  proc.stderr?.on('data', (d) => {
-    out += d;
+  proc.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    out = keep ? out + chunk : (out + chunk).slice(-4000);
   });
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  const url = `${args.secure ? 'https' : 'http'}://127.0.0.1:${port}`;
+  const url = `${o.secure ? 'https' : 'http'}://127.0.0.1:${port}`;
   const getTls = async (path: string, token?: string) =>
-    httpsRequest(url + path, { ca: await readFile(join(args.rootDir, 'pki', 'podvol.crt'), 'utf8'), token });
+    httpsRequest(url + path, { ca: await readFile(join(o.rootDir, 'pki', 'podvol.crt'), 'utf8'), token });
   const get = async (path: string, token?: string) => {
-    if (args.secure) return getTls(path, token);
+    if (o.secure) return getTls(path, token);
     const res = await fetch(url + path);
     return { status: res.status, body: await res.text() };
   };
-  const p: PodvolProcess = {
+  return {
     url,
     proc,
+    spawnedAt,
     output: () => out,
-    logLines: () =>
-      out
-        .split('\n')
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
+    logLines: () => lines,
+    onLine(fn) {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
+    },
     get,
-    status: async () => JSON.parse((await get('/status')).body) as StatusDoc,
+    status: async () => JSON.parse((await get('/status')).body),
     async stop(signal = 'SIGTERM') {
       if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
       return exited;
     },
   };
+}
+
+/** spawnPodvol, resolved once /healthz answers 200. */
+export async function startPodvol(o: PodvolOptions): Promise<PodvolProcess> {
+  const p = await spawnPodvol(o);
   await waitFor(
     'podvol to listen',
-    async () => (await get('/healthz')).status === 200 || undefined,
+    async () => (await p.get('/healthz')).status === 200 || undefined,
     // Generous: on a machine shared by several test runs, loading the daemon alone can take 20 s.
     90_000,
   ).catch((err) => {
-    proc.kill('SIGKILL');
-    throw new Error(`${err.message}\n${out}`);
+    p.proc.kill('SIGKILL');
+    throw new Error(`${err.message}\n${p.output()}`);
   });
   return p;
+}
+
+/** Volume `volume` of the pod named (or with the uid) `pod` in the daemon's /status. */
+export async function volumeOf(p: PodvolProcess, pod: string, volume = 'data') {
+  return (await p.status()).pods
+    .find((x) => x.name === pod || x.uid === pod)
+    ?.volumes.find((v) => v.name === volume);
 }
 
 /** Resolves once `path` no longer exists (e.g. a torn-down pod's directory). */

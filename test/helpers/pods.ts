@@ -1,5 +1,8 @@
-// Static pod manifests for end-to-end tests: the smallest valid Pod whose one
-// container mounts each volume, so that podvol sets every volume up.
+// Pods for tests: static pod manifests for end-to-end tests (the smallest valid
+// Pod whose one container mounts each volume, so that podvol sets every volume
+// up), pods as the API server returns them, and typed pods for unit tests.
+import type { V1ObjectMeta, V1Pod, V1PodSpec, V1Volume } from '@kubernetes/client-node';
+import { must } from './must.ts';
 
 export interface VolumeSpec {
   name: string;
@@ -55,3 +58,32 @@ export function kubeApiAccessVolume(): VolumeSpec {
     },
   };
 }
+
+/**
+ * A pod whose one container `app` mounts every volume at /<name>, with `extra`
+ * in its spec: pod `web` of namespace `shop` (uid uid-1, label app=web) unless
+ * `metadata` names another.
+ */
+export function podWith(
+  volumes: V1Volume[] | undefined,
+  extra: Partial<V1PodSpec> = {},
+  metadata: V1ObjectMeta = { name: 'web', namespace: 'shop', uid: 'uid-1', labels: { app: 'web' } },
+): V1Pod {
+  return {
+    metadata,
+    spec: {
+      containers: [
+        {
+          name: 'app',
+          image: 'busybox',
+          volumeMounts: (volumes ?? []).map((v) => ({ name: v.name, mountPath: `/${v.name}` })),
+        },
+      ],
+      volumes,
+      ...extra,
+    },
+  };
+}
+
+/** A pod's uid, asserted to be there. */
+export const uidOf = (pod: { metadata?: { uid?: string } }): string => must(pod.metadata?.uid, 'the pod uid');

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { ApiError } from '../../src/volumehost/errors.ts';
-import { pluginHarness, podWith } from './harness.ts';
+import { podWith } from '../helpers/pods.ts';
+import { pluginHarness } from './harness.ts';
 
 const settings: V1ConfigMap = {
   metadata: { name: 'settings', namespace: 'shop' },

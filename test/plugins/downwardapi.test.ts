@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { pluginHarness, podWith } from './harness.ts';
+import { podWith } from '../helpers/pods.ts';
+import { pluginHarness } from './harness.ts';
 
 const dirOf = (root: string) => join(root, 'pods', 'uid-1', 'volumes', 'kubernetes.io~downward-api', 'info');
 

@@ -6,7 +6,8 @@ import { lstat, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { tmpfsNoswapSupported } from '../../src/mount/probe.ts';
-import { pluginHarness, podWith } from './harness.ts';
+import { podWith } from '../helpers/pods.ts';
+import { pluginHarness } from './harness.ts';
 
 const volumeDir = (root: string, name: string) =>
   join(root, 'pods', 'uid-1', 'volumes', 'kubernetes.io~empty-dir', name);

@@ -69,27 +69,6 @@ export async function pluginHarness(t: TestContext, cluster: ClusterBackend = {}
   };
 }
 
-/** A pod whose one container mounts every volume at /<name>. */
-export function podWith(
-  volumes: NonNullable<V1Pod['spec']>['volumes'],
-  extra: Partial<V1Pod['spec']> = {},
-): V1Pod {
-  return {
-    metadata: { name: 'web', namespace: 'shop', uid: 'uid-1', labels: { app: 'web' } },
-    spec: {
-      containers: [
-        {
-          name: 'app',
-          image: 'busybox',
-          volumeMounts: (volumes ?? []).map((v) => ({ name: v.name, mountPath: `/${v.name}` })),
-        },
-      ],
-      volumes,
-      ...extra,
-    },
-  };
-}
-
 /**
  * The pod the validation tests check: one container and `volumes` as a client
  * sends them, unchecked (the tests feed volumes the types would not allow).

@@ -5,33 +5,22 @@ import assert from 'node:assert/strict';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import type { V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { containerMounts } from '../../src/agent/runtime/api.ts';
 import { runtimeStateOf } from '../../src/agent/runtime/state.ts';
 import { TerminationGate } from '../../src/agent/runtime/termination.ts';
 import { imagePluginName } from '../../src/plugins/image.ts';
 import { harness } from '../agent/volumemanager/harness.ts';
+import { podWith } from '../helpers/pods.ts';
 
-const pod: V1Pod = {
-  metadata: { name: 'artifact', namespace: 'default', uid: 'img-1' },
-  spec: {
-    containers: [
-      {
-        name: 'app',
-        image: 'busybox',
-        volumeMounts: [
-          { name: 'model', mountPath: '/model' },
-          { name: 'scratch', mountPath: '/scratch' },
-        ],
-      },
-    ],
-    volumes: [
-      { name: 'model', image: { reference: 'quay.io/crio/artifact:v2', pullPolicy: 'IfNotPresent' } },
-      { name: 'scratch', emptyDir: {} },
-    ],
-  },
-};
+const pod = podWith(
+  [
+    { name: 'model', image: { reference: 'quay.io/crio/artifact:v2', pullPolicy: 'IfNotPresent' } },
+    { name: 'scratch', emptyDir: {} },
+  ],
+  {},
+  { name: 'artifact', namespace: 'default', uid: 'img-1' },
+);
 
 test('an image volume is set up without touching the host and torn down the same way', async (t) => {
   const { root, vm, mounter, host, pluginMgr, setPods, setReady, settle } = await harness(t, [pod]);

@@ -8,7 +8,8 @@ import { test } from 'node:test';
 import type { V1Secret } from '@kubernetes/client-node';
 import { tmpfsNoswapSupported } from '../../src/mount/probe.ts';
 import { ApiError } from '../../src/volumehost/errors.ts';
-import { pluginHarness, podWith } from './harness.ts';
+import { podWith } from '../helpers/pods.ts';
+import { pluginHarness } from './harness.ts';
 
 const db: V1Secret = {
   metadata: { name: 'db', namespace: 'shop' },

@@ -4,7 +4,6 @@
 import assert from 'node:assert/strict';
 import { readFile, stat } from 'node:fs/promises';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, type TestContext, test } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -19,6 +18,7 @@ import {
 import { createHttpServer } from '../../../src/agent/http.ts';
 import { startTestApiServer, type TestApiServer } from '../../apiserver/server.ts';
 import { httpsRequest } from '../../helpers/https.ts';
+import { listenLocal } from '../../helpers/listen.ts';
 import { tempDir } from '../../helpers/mountns.ts';
 import { at, must } from '../../helpers/must.ts';
 import { createTestCA, type Issued } from '../../helpers/pki.ts';
@@ -68,12 +68,12 @@ async function startPort(
     },
     secure,
   );
-  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+  const port = await listenLocal(server);
   t.after(() => {
     server.closeAllConnections();
     return new Promise<void>((ok) => server.close(() => ok()));
   });
-  const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const url = `https://127.0.0.1:${port}`;
   const ca = o.access?.tlsCertFile
     ? await readFile(o.access.tlsCertFile, 'utf8')
     : await readFile(join(rootDir, 'pki', 'podvol.crt'), 'utf8');
@@ -348,14 +348,13 @@ describe('rotation', () => {
       { registry, alive: () => true, ready: () => ({ ready: true, reasons: [] }), status: () => ({}) },
       secure,
     );
-    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+    const port = await listenLocal(server);
     const stop = secure.watchFiles(server as never, 50);
     t.after(() => {
       stop();
       server.closeAllConnections();
       return new Promise<void>((ok) => server.close(() => ok()));
     });
-    const port = (server.address() as AddressInfo).port;
     const get = async (ca: string, client: Issued) =>
       (await httpsRequest(`https://127.0.0.1:${port}/status`, { ca, cert: client.cert, key: client.key }))
         .status;

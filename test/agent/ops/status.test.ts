@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { escapeControl, escapeControlJSON } from '../../../src/agent/ops/escape.ts';
 import { formatStatus, normalizeServer, type StatusDocument } from '../../../src/agent/ops/status.ts';
 import { freePort } from '../../helpers/daemon.ts';
+import { listenLocal } from '../../helpers/listen.ts';
 import { at } from '../../helpers/must.ts';
 import { runCli } from './cli.ts';
 
@@ -94,8 +95,7 @@ describe('podvol status', () => {
       requests.push(`${req.method} ${req.url}`);
       respond(res);
     });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    url = `http://127.0.0.1:${await listenLocal(server)}`;
   });
   after(() => new Promise<void>((r) => server.close(() => r())));
 

@@ -18,7 +18,7 @@ import {
 import { daemonDirs, runtimeSocketOf, startPodvol, waitFor as waitForShort } from '../../helpers/daemon.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
 import { mountsBelow } from '../../helpers/mounts.ts';
-import { apiPod, kubeApiAccessVolume } from '../../helpers/pods.ts';
+import { apiPod, kubeApiAccessVolume, uidOf } from '../../helpers/pods.ts';
 import { runCli } from '../ops/cli.ts';
 
 /** The helper's waits, with a default fit for a machine busy with other test runs. */
@@ -128,7 +128,7 @@ crunTest(
     await mkdir(hostDir);
     await writeFile(join(hostDir, 'hello'), 'from the host');
     const pod = s.create('pods', shopPod(hostDir));
-    const uid = pod.metadata?.uid as string;
+    const uid = uidOf(pod);
     const root = join(base, 'root');
     const socket = runtimeSocketOf(root);
     const p = await startPodvol({ rootDir: root, extra: ['--kubeconfig', await api.kubeconfigPath(base)] });

@@ -201,7 +201,7 @@ mountTest('runtime socket: modes, wait, mounts with subPath, errors, terminated 
     below.length,
     'volumes and subpaths stay mounted while terminating',
   );
-  const status = (await p.status()).pods.find((x) => x.uid === uid) as unknown as { terminating?: unknown };
+  const status = (await p.status()).pods.find((x) => x.uid === uid);
   assert.ok(status?.terminating, '/status shows the pod terminating');
   const timedOut = await runCli([
     'wait',

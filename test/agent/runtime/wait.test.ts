@@ -13,6 +13,7 @@ import { TerminationGate } from '../../../src/agent/runtime/termination.ts';
 import type { RuntimeState } from '../../../src/agent/runtime/types.ts';
 import type { PodStatus, VolumeStatus } from '../../../src/agent/volumemanager/status.ts';
 import { isPermanentVolumeReason, permanentVolumeReasons, volumeReasons } from '../../../src/reasons.ts';
+import { podWith } from '../../helpers/pods.ts';
 import { harness } from '../volumemanager/harness.ts';
 
 /** A RuntimeState whose pod the test changes by hand, emitting change events as the volume manager does. */
@@ -210,13 +211,12 @@ test('permanent reasons are catalogue reasons; claims, objects, drivers and path
 });
 
 test('with the real volume manager: the mount that completes the pod answers the wait; a bad medium fails it at once', async (t) => {
-  const pod = (uid: string, medium?: string): V1Pod => ({
-    metadata: { name: uid, namespace: 'default', uid },
-    spec: {
-      containers: [{ name: 'app', image: 'x', volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
-      volumes: [{ name: 'data', emptyDir: medium ? { medium } : {} }],
-    },
-  });
+  const pod = (uid: string, medium?: string) =>
+    podWith(
+      [{ name: 'data', emptyDir: medium ? { medium } : {} }],
+      {},
+      { name: uid, namespace: 'default', uid },
+    );
   const { root, vm, pluginMgr, setReady } = await harness(t, [pod('good'), pod('bad', 'Sideways')]);
   setReady(true);
   const gate = new TerminationGate({ rootDir: root, logger: pino({ level: 'silent' }) });

@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Pod, V1Volume } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { VolumeManager, type VolumeManagerOptions } from '../../../src/agent/volumemanager/volume-manager.ts';
 import { systemClock } from '../../../src/clock.ts';
@@ -13,23 +13,11 @@ import { probeVolumePlugins } from '../../../src/plugins/index.ts';
 import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
 import type { EventRecorder } from '../../../src/volumehost/types.ts';
+import { podWith } from '../../helpers/pods.ts';
 
-export const pod = (
-  uid: string,
-  volumes: V1Pod['spec'] extends infer S ? (S extends { volumes?: infer V } ? V : never) : never,
-): V1Pod => ({
-  metadata: { name: `p-${uid}`, namespace: 'default', uid },
-  spec: {
-    containers: [
-      {
-        name: 'c',
-        image: 'i',
-        volumeMounts: (volumes ?? []).map((v) => ({ name: v.name, mountPath: `/${v.name}` })),
-      },
-    ],
-    volumes,
-  },
-});
+/** Pod p-<uid> of namespace default whose container mounts every volume at /<name>. */
+export const pod = (uid: string, volumes: V1Volume[] | undefined): V1Pod =>
+  podWith(volumes, {}, { name: `p-${uid}`, namespace: 'default', uid });
 
 /** `opts.root` reuses another harness's root directory: a restart. */
 export async function harness(

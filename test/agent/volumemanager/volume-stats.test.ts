@@ -6,9 +6,9 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { at } from '../../helpers/must.ts';
-import { harness, pod as podWith } from './harness.ts';
+import { harness, pod as podOf } from './harness.ts';
 
-const pod = podWith('stats-1', [
+const pod = podOf('stats-1', [
   { name: 'small', emptyDir: { sizeLimit: '16Ki' } },
   { name: 'free', emptyDir: {} },
 ]);

@@ -1,0 +1,17 @@
+// Servers of tests listen on 127.0.0.1 port 0 (never a fixed port: several
+// test runs share the machine) and learn their port here.
+import type { Server } from 'node:net';
+
+/** Listens on an ephemeral port of 127.0.0.1; resolves with that port. */
+export async function listenLocal(server: Server): Promise<number> {
+  await new Promise<void>((ok, fail) => {
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', fail);
+      ok();
+    });
+  });
+  const address = server.address();
+  if (address === null || typeof address === 'string') throw new Error(`not listening on TCP: ${address}`);
+  return address.port;
+}
