@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { errnoCode } from '../../src/errno.ts';
 import { daemonDirs, type PodvolProcess, startPodvol, waitFor, waitGone } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { mountsBelow } from '../helpers/mounts.ts';
@@ -172,7 +173,7 @@ mountTest('a label change rewrites downwardAPI files atomically', async (t) => {
         snapshots++;
         if (!labels.includes(`tier="${tier}"`)) mixes.push(`${labels} / ${tier}`);
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err; // old dir pruned mid-read: retry
+        if (errnoCode(err) !== 'ENOENT') throw err; // old dir pruned mid-read: retry
       }
     }
   })();

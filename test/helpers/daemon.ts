@@ -1,5 +1,6 @@
 // Runs `podvol run` as a child process (inside the test's mount namespace) and
 // gives tests its HTTP endpoints, its log lines and ways to stop or kill it.
+// The benches' daemons are these too (bench/lib.ts adds what they measure).
 import { type ChildProcess, spawn } from 'node:child_process';
 import { lstat, mkdir, readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';

@@ -1,7 +1,7 @@
 // A busy unmount names who holds the mount: working directories, open and
 // mapped files, and other mount namespaces that still have the filesystem.
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
@@ -10,13 +10,16 @@ import { findMountHolders, formatHolders } from '../../src/mount/holders.ts';
 import { createLinuxMounter } from '../../src/mount/linux.ts';
 import { waitFor } from '../helpers/daemon.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { must } from '../helpers/must.ts';
 
-function hold(t: TestContext, file: string, args: string[], cwd?: string): ChildProcess {
+/** `file` running until the test ends (or kill()): its pid. */
+function hold(t: TestContext, file: string, args: string[], cwd?: string): { pid: number; kill(): void } {
   const child = spawn(file, args, { cwd, stdio: 'ignore' });
-  t.after(() => {
+  const kill = () => {
     child.kill('SIGKILL');
-  });
-  return child;
+  };
+  t.after(kill);
+  return { pid: must(child.pid, `the pid of ${file}`), kill };
 }
 
 mountTest('a busy unmount fails with EBUSY and names every holder found in /proc', async (t) => {
@@ -34,7 +37,7 @@ mountTest('a busy unmount fails with EBUSY and names every holder found in /proc
   await waitFor('the holders to be in place', async () => {
     const found = await findMountHolders(target);
     const pids = found.map((h) => h.pid);
-    return [inCwd.pid, withFile.pid, otherNs.pid].every((p) => pids.includes(p as number)) && found;
+    return [inCwd.pid, withFile.pid, otherNs.pid].every((p) => pids.includes(p)) && found;
   });
 
   const err = await mounter.unmount(target).then(
@@ -44,23 +47,23 @@ mountTest('a busy unmount fails with EBUSY and names every holder found in /proc
   assert.ok(err instanceof MountError);
   assert.equal(err.code, 'EBUSY');
   const byPid = new Map(err.holders.map((h) => [h.pid, h]));
-  assert.deepEqual(byPid.get(inCwd.pid as number), { pid: inCwd.pid, command: 'sleep', holds: ['cwd'] });
-  assert.deepEqual(byPid.get(withFile.pid as number), {
+  assert.deepEqual(byPid.get(inCwd.pid), { pid: inCwd.pid, command: 'sleep', holds: ['cwd'] });
+  assert.deepEqual(byPid.get(withFile.pid), {
     pid: withFile.pid,
     command: 'tail',
     holds: [`open file ${join(target, 'data')}`],
   });
   // unshare execs sleep in the new namespace.
-  assert.deepEqual(byPid.get(otherNs.pid as number)?.holds, ['mount namespace']);
+  assert.deepEqual(byPid.get(otherNs.pid)?.holds, ['mount namespace']);
   assert.ok(err.message.includes(`pid ${inCwd.pid} (sleep): cwd`), err.message);
   assert.ok(err.message.includes(formatHolders(err.holders)), err.message);
   assert.match(err.message, /^unmount failed: .*target is busy, held by pid /);
 
   // Once the holders are gone the same unmount works.
-  for (const c of [inCwd, withFile]) c.kill('SIGKILL');
+  for (const c of [inCwd, withFile]) c.kill();
   await waitFor('the holders to exit', async () => {
     const pids = (await findMountHolders(target)).map((h) => h.pid);
-    return !pids.includes(inCwd.pid as number) && !pids.includes(withFile.pid as number);
+    return !pids.includes(inCwd.pid) && !pids.includes(withFile.pid);
   });
   assert.equal(await mounter.unmount(target), 'unmounted');
   // Nothing holds a path that is not mounted.

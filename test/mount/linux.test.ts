@@ -6,6 +6,7 @@ import { mkdir, open, readFile, statfs, symlink, writeFile } from 'node:fs/promi
 import { syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
 import { describe, mock, type TestContext } from 'node:test';
+import { errnoCode } from '../../src/errno.ts';
 import { isCorruptedMountError, MountError, MountOptionError } from '../../src/mount/errors.ts';
 import { createExecaRunner, recordingRunner } from '../../src/mount/exec.ts';
 import { createLinuxMounter } from '../../src/mount/linux.ts';
@@ -40,7 +41,7 @@ async function errnoOf(p: Promise<unknown>): Promise<string | undefined> {
     await p;
     return undefined;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code;
+    return errnoCode(err);
   }
 }
 

@@ -3,6 +3,7 @@ import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { chmod, mkdir, readdir, rename, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { errnoCode } from '../../src/errno.ts';
 import {
   mkdirAllBeneath,
   openDirBeneath,
@@ -167,8 +168,7 @@ test('a process swapping directories for symlinks during removal never gets anyt
     } catch (err) {
       // A writer that keeps refilling the tree may outlast the retries; that is a clean refusal.
       assert.ok(
-        err instanceof UnsafePathError ||
-          ['ENOTEMPTY', 'ENOTDIR', 'EEXIST'].includes(String((err as NodeJS.ErrnoException).code)),
+        err instanceof UnsafePathError || ['ENOTEMPTY', 'ENOTDIR', 'EEXIST'].includes(String(errnoCode(err))),
         String(err),
       );
       refused++;
