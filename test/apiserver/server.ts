@@ -10,6 +10,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { TLSSocket } from 'node:tls';
 import { stringify } from 'yaml';
 import { errorMessage } from '../../src/errno.ts';
 import { listenLocal } from '../helpers/listen.ts';
@@ -131,6 +132,8 @@ export interface TestApiHooks {
   openWatches(): number;
   /** TLS connections accepted so far (a client that reuses connections makes fewer than requests). */
   connections(): number;
+  /** Of those, the ones whose handshake resumed an earlier TLS session (no full handshake). */
+  resumedConnections(): number;
   /** Make TokenReview know `token` as `user` (removing it again with the returned function). */
   addUser(token: string, user: UserInfo): () => void;
 }
@@ -646,8 +649,10 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
   let server: Server = createServer(tls);
   const onRequest = (req: IncomingMessage, res: ServerResponse) => void handle(req, res);
   let accepted = 0;
-  const onConnection = () => {
+  let resumed = 0;
+  const onConnection = (socket: TLSSocket) => {
     accepted++;
+    if (socket.isSessionReused()) resumed++;
   };
   server.on('request', onRequest);
   server.on('secureConnection', onConnection);
@@ -729,6 +734,7 @@ export async function startTestApiServer(opts: TestApiServerOptions = {}): Promi
     },
     openWatches: () => [...watches].filter((w) => !w.frozen).length,
     connections: () => accepted,
+    resumedConnections: () => resumed,
     addUser(t: string, u: UserInfo) {
       staticUsers.set(t, u);
       return () => staticUsers.delete(t);

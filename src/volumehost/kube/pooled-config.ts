@@ -6,21 +6,28 @@
 // their own each (client-node's per-request Agent): a watch that went silent
 // is abandoned by the reflector's watchdog, and a pool shared with it was
 // what broke that restart when it was tried before (see README, Performance).
+// Every connection, pooled or a watch's, is made by one connector per TLS
+// material: one SecureContext (client-node's options made a new one, CA,
+// certificate and key parsed again, for every connection) and one TLS session
+// cache, so a watch's handshake resumes a session instead of a full one.
 import { createHash } from 'node:crypto';
 import type { RequestOptions } from 'node:https';
+import { createSecureContext } from 'node:tls';
 import { KubeConfig, type RequestContext } from '@kubernetes/client-node';
-import { Agent } from 'undici';
+import { Agent, buildConnector } from 'undici';
 
 const isWatch = (url: string) => new URL(url).searchParams.get('watch') === 'true';
 
 export class PooledKubeConfig extends KubeConfig {
-  /** The pool, and the TLS material it was made for (a rotated certificate gets a new pool). */
-  #pool: { key: string; agent: Agent } | undefined;
+  /**
+   * The pool and the connector of its connections and the watches', and the TLS material they were made
+   * for (a rotated certificate gets new ones).
+   */
+  #pool: { key: string; agent: Agent; connect: buildConnector.connector } | undefined;
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
     // Headers (tokens, exec plugins, basic auth) exactly as client-node sets them, and its own dispatcher.
     await super.applySecurityAuthentication(context);
-    if (isWatch(context.getUrl())) return;
     // The TLS material of this request, read the same way (certificate files are re-read each time).
     const https: RequestOptions = {};
     await this.applyToHTTPSOptions(https);
@@ -39,9 +46,15 @@ export class PooledKubeConfig extends KubeConfig {
     if (this.#pool?.key !== key) {
       // Requests still running on the old pool finish there; it closes after them.
       void this.#pool?.agent.close().catch(() => {});
-      this.#pool = { key, agent: new Agent({ connect: options.connect }) };
+      const { ca, cert, key: privateKey, pfx, passphrase, ...rest } = options.connect;
+      const secureContext = createSecureContext({ ca, cert, key: privateKey, pfx, passphrase });
+      const connect = buildConnector({ ...rest, secureContext });
+      this.#pool = { key, agent: new Agent({ connect }), connect };
     }
-    context.setDispatcher(this.#pool.agent);
+    // A watch: an Agent (so a connection) of its own, as client-node gives it, over the shared connector.
+    context.setDispatcher(
+      isWatch(context.getUrl()) ? new Agent({ connect: this.#pool.connect }) : this.#pool.agent,
+    );
   }
 
   /** Closes the pooled connections once their requests are done (idle ones do not hold the process). */

@@ -53,6 +53,8 @@ describe('pooled API connections', () => {
       await waitFor('both watches open', () => api.hooks.openWatches() === 2, 30_000);
       await core.listNamespacedConfigMap({ namespace: 'default' });
       assert.equal(api.hooks.connections(), 3);
+      // One connector for all of them: the watches' handshakes resume the pool's TLS session.
+      assert.equal(api.hooks.resumedConnections(), 2);
     } finally {
       for (const c of controllers) c.abort();
       await kc.close();
