@@ -91,25 +91,30 @@ async function mountIdOf(fd: number): Promise<number> {
   return Number(m[1]);
 }
 
-/** The host's filesystem. */
+const hostFsOps: Readonly<FsOps> = Object.freeze<FsOps>({
+  open: (path, flags, mode) => fsp.open(path, flags, mode),
+  mountIdOf,
+  lstat: (path) => fsp.lstat(path),
+  stat: (path) => fsp.stat(path),
+  statfsType: async (path) => (await fsp.statfs(path)).type,
+  readdir: (path) => fsp.readdir(path),
+  readdirSome,
+  readFile: (path) => fsp.readFile(path),
+  readlink: (path) => fsp.readlink(path),
+  mkdir: (path, mode) => fsp.mkdir(path, { mode }).then(() => {}),
+  symlink: (target, path) => fsp.symlink(target, path),
+  rename: (from, to) => fsp.rename(from, to),
+  unlink: (path) => fsp.unlink(path),
+  rmdir: (path) => fsp.rmdir(path),
+  chmod: (path, mode) => fsp.chmod(path, mode),
+  chown: (path, uid, gid) => fsp.chown(path, uid, gid),
+  lchown: (path, uid, gid) => fsp.lchown(path, uid, gid),
+});
+
+/**
+ * The host's filesystem: one object, so that safe-fs knows two callers' walks
+ * are on the same filesystem (withHeldDirs shares directories between them).
+ */
 export function nodeFsOps(): FsOps {
-  return {
-    open: (path, flags, mode) => fsp.open(path, flags, mode),
-    mountIdOf,
-    lstat: (path) => fsp.lstat(path),
-    stat: (path) => fsp.stat(path),
-    statfsType: async (path) => (await fsp.statfs(path)).type,
-    readdir: (path) => fsp.readdir(path),
-    readdirSome,
-    readFile: (path) => fsp.readFile(path),
-    readlink: (path) => fsp.readlink(path),
-    mkdir: (path, mode) => fsp.mkdir(path, { mode }).then(() => {}),
-    symlink: (target, path) => fsp.symlink(target, path),
-    rename: (from, to) => fsp.rename(from, to),
-    unlink: (path) => fsp.unlink(path),
-    rmdir: (path) => fsp.rmdir(path),
-    chmod: (path, mode) => fsp.chmod(path, mode),
-    chown: (path, uid, gid) => fsp.chown(path, uid, gid),
-    lchown: (path, uid, gid) => fsp.lchown(path, uid, gid),
-  };
+  return hostFsOps;
 }

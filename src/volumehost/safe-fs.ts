@@ -13,6 +13,7 @@
 // The root is trusted (it is followed if it is a symlink: an operator may make
 // /var/lib/podvol one). Every component below it is untrusted.
 
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { isAbsolute, resolve, sep } from 'node:path';
 import { errnoCode } from '../errno.ts';
@@ -252,17 +253,136 @@ export class SafeDir {
     }
   }
 
+  /** A directory held by an operation (withHeldDirs) stays open until the operation ends. */
   close(): Promise<void> {
+    if (held.has(this)) return Promise.resolve();
     return this.#fh.close();
+  }
+}
+
+/** Directories kept open by withHeldDirs: their close() waits for the end of the operation. */
+const held = new WeakSet<SafeDir>();
+
+/**
+ * The directories the walks of one operation opened (withHeldDirs), by
+ * filesystem and path: a later walk of the same operation starts from the
+ * deepest one on its way instead of from its root. Only roots and directories
+ * entered without crossing a mount are kept. A directory is used only by
+ * walks from the root it was reached from or from below that root: a walk
+ * from /r checked /r/pods (not a symlink, not a mount), a walk from the root
+ * /r/pods did not check it for a walk from /r.
+ */
+class HeldDirs {
+  readonly #byPath = new Map<string, { rootAbs: string; dir: Promise<SafeDir> }>();
+  readonly #all = new Set<Promise<SafeDir>>();
+  /** Once its operation has ended; anything scheduled from inside it (a timer, a kicked pass) holds nothing. */
+  ended = false;
+
+  /**
+   * The directory at `abs` (on the filesystem numbered `fs`) for a walk from
+   * `rootAbs`, opened by `open` unless one usable is held (a failed open is
+   * not kept).
+   */
+  get(fs: number, abs: string, rootAbs: string, open: () => Promise<SafeDir>): Promise<SafeDir> {
+    const key = `${fs}\0${abs}`;
+    const hit = this.#byPath.get(key);
+    if (hit && (hit.rootAbs === rootAbs || rootAbs.startsWith(`${hit.rootAbs}/`))) return hit.dir;
+    const dir = open().then((d) => {
+      held.add(d);
+      return d;
+    });
+    // Kept in place of the one held if usable by more walks (reached from a root above its root).
+    if (!hit || hit.rootAbs.startsWith(`${rootAbs}/`)) {
+      this.#byPath.set(key, { rootAbs, dir });
+      dir.catch(() => {
+        if (this.#byPath.get(key)?.dir === dir) this.#byPath.delete(key);
+      });
+    }
+    this.#all.add(dir);
+    return dir;
+  }
+
+  /** What is below `abs` (and `abs` itself unless `keepSelf`) is being removed: later walks open it afresh. */
+  forget(abs: string, keepSelf = false): void {
+    for (const key of this.#byPath.keys()) {
+      const path = key.slice(key.indexOf('\0') + 1);
+      if ((path === abs && !keepSelf) || path.startsWith(`${abs}/`)) this.#byPath.delete(key);
+    }
+  }
+
+  async releaseAll(): Promise<void> {
+    this.ended = true;
+    this.#byPath.clear();
+    for (const p of this.#all) {
+      const d = await p.catch(() => undefined);
+      if (d === undefined || !held.has(d)) continue;
+      held.delete(d);
+      await d.close().catch(() => {});
+    }
+  }
+}
+
+const operationDirs = new AsyncLocalStorage<HeldDirs>();
+const fsIds = new WeakMap<FsOps, number>();
+let lastFsId = 0;
+const fsId = (fs: FsOps): number => {
+  let id = fsIds.get(fs);
+  if (id === undefined) {
+    id = ++lastFsId;
+    fsIds.set(fs, id);
+  }
+  return id;
+};
+
+/**
+ * Runs one volume operation (a SetUp, a TearDown and their records) with the
+ * directories its safe-fs walks open kept open until it ends: each step walks
+ * from the deepest directory an earlier step already opened (the pod's, its
+ * volumes directory) instead of from the root, one component at a time, and
+ * nothing else changes: every component not held is opened as before, no
+ * symlink is followed and no mount is entered. A held directory is the very
+ * one its walk checked (an fd), wherever it is moved meanwhile; one removed by
+ * removeAllBeneath is dropped so that a later step opens (or re-creates) it.
+ */
+export async function withHeldDirs<T>(fn: () => Promise<T>): Promise<T> {
+  const dirs = new HeldDirs();
+  try {
+    return await operationDirs.run(dirs, fn);
+  } finally {
+    await dirs.releaseAll();
   }
 }
 
 type Root = string | SafeDir;
 
-async function rootDir(fs: FsOps, root: Root): Promise<{ dir: SafeDir; owned: boolean }> {
-  return typeof root === 'string'
-    ? { dir: await SafeDir.openRoot(root, root, fs), owned: true }
-    : { dir: root, owned: false };
+/** Where a walk from a string root may take and keep held directories. */
+interface HeldWalk {
+  dirs: HeldDirs;
+  fs: number;
+  /** The root, resolved. */
+  abs: string;
+}
+
+function heldWalk(fs: FsOps, root: Root): HeldWalk | undefined {
+  const dirs = operationDirs.getStore();
+  if (dirs === undefined || dirs.ended || typeof root !== 'string') return undefined;
+  return { dirs, fs: fsId(fs), abs: resolve(root) };
+}
+
+/** Drops the held directories at (unless `keepSelf`) and below `rel`: they are being removed. */
+function forgetHeld(root: Root, rel: string, keepSelf = false): void {
+  const dirs = operationDirs.getStore();
+  if (dirs === undefined || dirs.ended || typeof root !== 'string') return;
+  dirs.forget(resolve(root, rel), keepSelf);
+}
+
+async function rootDir(fs: FsOps, root: Root, hw?: HeldWalk): Promise<{ dir: SafeDir; owned: boolean }> {
+  if (typeof root !== 'string') return { dir: root, owned: false };
+  if (hw) {
+    const dir = await hw.dirs.get(hw.fs, hw.abs, hw.abs, () => SafeDir.openRoot(root, root, fs));
+    return { dir, owned: false };
+  }
+  return { dir: await SafeDir.openRoot(root, root, fs), owned: true };
 }
 
 const reopen = (dir: SafeDir) => SafeDir.openRoot(dir.procPath, dir.path, dir.fs);
@@ -270,21 +390,34 @@ const reopen = (dir: SafeDir) => SafeDir.openRoot(dir.procPath, dir.path, dir.fs
 /**
  * Walks `parts` from `start`, closing every intermediate directory; `start` is
  * never closed. `beforeEach` runs in each directory before its next component
- * is opened (openMkdirAll creates it there).
+ * is opened (openMkdirAll creates it there). Within withHeldDirs (`hw`), a
+ * component entered without crossing a mount is taken from, or kept in, the
+ * operation's held directories (their close() waits for its end).
  */
 async function walk(
   start: SafeDir,
   parts: string[],
   opts: BeneathOptions,
   beforeEach?: (dir: SafeDir, name: string) => Promise<void>,
+  hw?: HeldWalk,
 ): Promise<SafeDir> {
   let cur = start;
   try {
     for (const [i, name] of parts.entries()) {
       const last = i === parts.length - 1;
       const allow = opts.crossMounts === true || (opts.crossMounts === 'last' && last);
-      await beforeEach?.(cur, name);
-      const next = await cur.openChild(name, allow);
+      const parent = cur;
+      const open = async () => {
+        await beforeEach?.(parent, name);
+        return parent.openChild(name, allow);
+      };
+      let next: SafeDir;
+      if (hw && !allow) {
+        const abs = `${hw.abs === '/' ? '' : hw.abs}/${parts.slice(0, i + 1).join('/')}`;
+        next = await hw.dirs.get(hw.fs, abs, hw.abs, open);
+      } else {
+        next = await open();
+      }
       if (cur !== start) await cur.close();
       cur = next;
     }
@@ -308,13 +441,14 @@ async function openDirBeneathIn(
   opts: BeneathOptions = {},
 ): Promise<SafeDir> {
   const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
-  const { dir, owned } = await rootDir(fs, root);
+  const hw = heldWalk(fs, root);
+  const { dir, owned } = await rootDir(fs, root, hw);
   if (parts.length === 0) {
     if (owned) return dir;
     return reopen(dir);
   }
   try {
-    return await walk(dir, parts, opts);
+    return await walk(dir, parts, opts, undefined, hw);
   } finally {
     if (owned) await dir.close();
   }
@@ -387,7 +521,8 @@ async function openMkdirAllIn(
   opts: BeneathOptions = {},
 ): Promise<SafeDir> {
   const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
-  const { dir: start, owned } = await rootDir(fs, root);
+  const hw = heldWalk(fs, root);
+  const { dir: start, owned } = await rootDir(fs, root, hw);
   if (parts.length === 0) return owned ? start : reopen(start);
   const mkdirIfMissing = async (dir: SafeDir, name: string) => {
     try {
@@ -397,7 +532,7 @@ async function openMkdirAllIn(
     }
   };
   try {
-    return await walk(start, parts, opts, mkdirIfMissing);
+    return await walk(start, parts, opts, mkdirIfMissing, hw);
   } finally {
     if (owned) await start.close();
   }
@@ -414,6 +549,7 @@ async function openMkdirAllIn(
  */
 async function removeAllBeneathIn(fs: FsOps, root: Root, rel: string): Promise<void> {
   const { parentRel, name } = lastComponent(root, rel, 'refusing to remove the root itself');
+  forgetHeld(root, rel);
   let parent: SafeDir;
   try {
     parent = await openDirBeneathIn(fs, root, parentRel);
@@ -435,6 +571,7 @@ async function removeContentsBeneathIn(
   rel: string,
   opts: BeneathOptions = {},
 ): Promise<void> {
+  forgetHeld(root, rel, true);
   await withDirBeneathIn(fs, root, rel, (dir) => removeChildren(dir, 0, { top: dir, movedUp: 0 }), opts);
 }
 

@@ -4,7 +4,9 @@ import { chmod, mkdir, readdir, rename, stat, symlink, writeFile } from 'node:fs
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { errnoCode } from '../../src/errno.ts';
+import { nodeFsOps } from '../../src/volumehost/fs.ts';
 import {
+  createSafeFs,
   mkdirAllBeneath,
   openDirBeneath,
   openPathBeneath,
@@ -13,6 +15,7 @@ import {
   removeContentsBeneath,
   UnsafePathError,
   withDirBeneath,
+  withHeldDirs,
 } from '../../src/volumehost/safe-fs.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { precious, startSwapper } from '../helpers/swapper.ts';
@@ -183,4 +186,98 @@ test('a process swapping directories for symlinks during removal never gets anyt
   assert.ok(!existsSync(tree), `tree removed (${removed} removed, ${refused} refused during the race)`);
   assert.ok(intact());
   assert.ok(lstatSync(outside).isDirectory());
+});
+
+/** The host's fs calls, counting opens. */
+function countingFs() {
+  const ops = nodeFsOps();
+  const counted = { ...ops, opens: 0 };
+  counted.open = (path, flags, mode) => {
+    counted.opens++;
+    return ops.open(path, flags, mode);
+  };
+  return counted;
+}
+
+const openFds = () => readdirSync('/proc/self/fd').length;
+
+test('withHeldDirs: later walks of one operation start from the directories earlier ones opened', async (t) => {
+  const root = await tempDir(t);
+  const outside = await tempDir(t);
+  const fs = countingFs();
+  const sfs = createSafeFs(fs);
+  await mkdir(join(root, 'pods/u/volumes/plugin/vol'), { recursive: true });
+  const fdsBefore = openFds();
+  await withHeldDirs(async () => {
+    await sfs.mkdirAllBeneath(root, 'pods/u/volumes/plugin/vol');
+    const first = fs.opens;
+    assert.equal(first, 6, 'the root and five components');
+    await sfs.mkdirAllBeneath(root, 'pods/u/volumes/plugin/vol');
+    assert.equal(fs.opens, first, 'a second walk opens nothing');
+    // Another root at a directory a walk reached uses it.
+    await sfs.mkdirAllBeneath(join(root, 'pods'), 'u/plugins/x');
+    assert.equal(fs.opens, first + 2, 'only the two new components');
+    // The final component of a walk that may cross a mount there is never held.
+    await sfs.withDirBeneath(root, 'pods/u/volumes/plugin/vol', async () => {}, { crossMounts: 'last' });
+    assert.equal(fs.opens, first + 3);
+    // A removed directory is not held any more: the next walk re-creates it.
+    await sfs.removeAllBeneath(root, 'pods/u/volumes/plugin');
+    await sfs.withDirBeneath(root, 'pods/u/volumes', (d) => d.fs.mkdir(d.child('plugin'), 0o755));
+    await symlink(outside, join(root, 'pods/u/volumes/plugin/vol'));
+    // A component that was held but removed since is checked again: the symlink is refused.
+    await assert.rejects(sfs.mkdirAllBeneath(root, 'pods/u/volumes/plugin/vol/x'), isUnsafe('notDirectory'));
+    await sfs.removeContentsBeneath(root, 'pods/u/volumes');
+    await assert.rejects(sfs.openDirBeneath(root, 'pods/u/volumes/plugin'), (e) => errnoCode(e) === 'ENOENT');
+    // A held directory is closed at the end of the operation, not by its walk's caller.
+    const d = await sfs.openDirBeneath(root, 'pods/u');
+    await d.close();
+    await writeFile(d.child('still-open'), 'x');
+  });
+  assert.deepEqual(await readdir(outside), [], 'nothing written through the symlink');
+  assert.equal(readFileSync(join(root, 'pods/u/still-open'), 'utf8'), 'x');
+  assert.equal(openFds(), fdsBefore, 'every held directory closed when the operation ended');
+  // Outside an operation nothing is held.
+  const before = fs.opens;
+  await sfs.mkdirAllBeneath(root, 'pods/u/volumes');
+  await sfs.mkdirAllBeneath(root, 'pods/u/volumes');
+  assert.equal(fs.opens, before + 8);
+});
+
+test('withHeldDirs: a held directory is the one its walk checked, wherever it is moved', async (t) => {
+  const root = await tempDir(t);
+  const outside = await tempDir(t);
+  await mkdir(join(root, 'pods/u/volumes'), { recursive: true });
+  await withHeldDirs(async () => {
+    await mkdirAllBeneath(root, 'pods/u/volumes');
+    // Swapped for a symlink to outside after the first walk: the held directory is the moved one.
+    await rename(join(root, 'pods/u'), join(root, 'pods/moved'));
+    await symlink(outside, join(root, 'pods/u'));
+    await mkdirAllBeneath(root, 'pods/u/volumes/v');
+  });
+  assert.deepEqual(await readdir(outside), [], 'nothing created through the symlink');
+  assert.equal(lstatSync(join(root, 'pods/moved/volumes/v')).isDirectory(), true);
+  // Outside an operation the same walk is refused.
+  await assert.rejects(mkdirAllBeneath(root, 'pods/u/volumes/w'), isUnsafe('notDirectory'));
+});
+
+test('withHeldDirs: work scheduled from inside an operation that runs after it holds nothing', async (t) => {
+  const root = await tempDir(t);
+  await mkdir(join(root, 'pods/u'), { recursive: true });
+  let later: Promise<void> | undefined;
+  let go!: () => void;
+  const gate = new Promise<void>((r) => {
+    go = r;
+  });
+  await withHeldDirs(async () => {
+    await mkdirAllBeneath(root, 'pods/u');
+    // Inherits the operation's context (a timer, a kicked reconciler pass would too).
+    later = gate.then(async () => {
+      const fdsBefore = openFds();
+      const d = await openDirBeneath(root, 'pods/u');
+      await d.close();
+      assert.equal(openFds(), fdsBefore, 'its directory was really closed');
+    });
+  });
+  go();
+  await later;
 });

@@ -7,10 +7,11 @@ import { isNodeExpandable, type MounterArgs, reasonOf, VolumeError } from '../..
 import { nodeAffinityMismatch } from '../../plugins/util/node-affinity.ts';
 import type { VolumeReason } from '../../reasons.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
-import { relativeBeneath } from '../../volumehost/safe-fs.ts';
+import { relativeBeneath, withHeldDirs } from '../../volumehost/safe-fs.ts';
 import type { MountedVolume } from './actual-state.ts';
 import type { VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
+import { freshMountTable } from './fresh-read.ts';
 import { markPodOwned, removeRecord, writeRecord } from './records.ts';
 
 /** What an operation needs of the volume manager (`podvol plan` runs them with no more). */
@@ -78,7 +79,7 @@ export function mounterArgsFor(pod: V1Pod): MounterArgs {
  */
 export async function failIfUnresponsive(ctx: Pick<OperationContext, 'host'>, path: string): Promise<void> {
   const { host } = ctx;
-  const hung = await host.getStatProbe().unresponsiveMounts(await host.getMounter().list(), path);
+  const hung = await host.getStatProbe().unresponsiveMounts(await freshMountTable(host.getMounter()), path);
   if (hung.length > 0)
     throw new VolumeError(
       'FilesystemUnresponsive',
@@ -86,8 +87,21 @@ export async function failIfUnresponsive(ctx: Pick<OperationContext, 'host'>, pa
     );
 }
 
-/** kubelet's GenerateMountVolumeFunc: make the pod directories, write the record, SetUp, record the result. */
-export async function mountVolume(
+/**
+ * kubelet's GenerateMountVolumeFunc: make the pod directories, write the
+ * record, SetUp, record the result. One walk from the root to the pod's
+ * directories for all of it (withHeldDirs).
+ */
+export function mountVolume(
+  ctx: OperationContext,
+  d: VolumeToMount,
+  pod: V1Pod,
+  prev: MountedVolume | undefined,
+): Promise<void> {
+  return withHeldDirs(() => mountVolumeSteps(ctx, d, pod, prev));
+}
+
+async function mountVolumeSteps(
   ctx: OperationContext,
   d: VolumeToMount,
   pod: V1Pod,
@@ -192,7 +206,9 @@ export async function forceUnmountUnresponsive(
 ): Promise<void> {
   if (!path) return;
   const mounter = ctx.host.getMounter();
-  for (const hung of await ctx.host.getStatProbe().unresponsiveMounts(await mounter.list(), path)) {
+  // One table read shared with the teardowns running now, begun after this one asked (fresh-read.ts).
+  const table = await freshMountTable(mounter);
+  for (const hung of await ctx.host.getStatProbe().unresponsiveMounts(table, path)) {
     ctx.logger.warn(
       { ...log, mountPoint: hung.mountPoint, err: hung.message },
       'unmounting an unresponsive filesystem with force',
@@ -202,8 +218,16 @@ export async function forceUnmountUnresponsive(
   }
 }
 
-/** kubelet's GenerateUnmountVolumeFunc: TearDown, then forget the volume and its record. */
-export async function unmountVolume(ctx: OperationContext, v: MountedVolume): Promise<void> {
+/**
+ * kubelet's GenerateUnmountVolumeFunc: TearDown, then forget the volume and
+ * its record. One walk from the root to the pod's directories for the subPath
+ * clean-up, the TearDown and the record (withHeldDirs).
+ */
+export function unmountVolume(ctx: OperationContext, v: MountedVolume): Promise<void> {
+  return withHeldDirs(() => unmountVolumeSteps(ctx, v));
+}
+
+async function unmountVolumeSteps(ctx: OperationContext, v: MountedVolume): Promise<void> {
   const { logger, pluginMgr, rootDir, asw, host } = ctx;
   const log = {
     pod: `${v.podNamespace}/${v.podName}`,
