@@ -16,6 +16,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, wr
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { errorMessage } from '../src/errno.ts';
+import { runtimeSocketOf } from '../test/helpers/daemon.ts';
 import { freePort, percentile, procMemory } from './lib.ts';
 
 const VOLUMES = Number(process.argv.find((a) => /^\d+$/.test(a)) ?? 1000);
@@ -123,6 +124,9 @@ async function run(label: string, pool: number | undefined) {
     `127.0.0.1:${port}`,
     '--log-level',
     'warn',
+    // Beside the root directory, never the host's /run/podvol.
+    '--runtime-socket',
+    runtimeSocketOf(join(base, 'root')),
     ...(pool ? ['--max-concurrent-operations', String(pool)] : []),
   ];
   const child = spawn('unshare', args, { stdio: ['ignore', 'ignore', 'inherit'] });
