@@ -72,11 +72,11 @@ async function csiCluster(t: TestContext, o: Options = {}) {
     endpoint: driver.socket,
   });
   t.after(() => registrar.stop());
-  const start = async () => {
+  const start = async (extra: string[] = []) => {
     // No settle guard: the kill -9 scenario restarts with every pod gone on purpose.
     const p = await startPodvol({
       rootDir: root,
-      extra: ['--kubeconfig', kubeconfig, '--teardown-settle-period', '0s'],
+      extra: ['--kubeconfig', kubeconfig, '--teardown-settle-period', '0s', ...extra],
     });
     t.after(() => p.stop());
     return p;
@@ -85,6 +85,13 @@ async function csiCluster(t: TestContext, o: Options = {}) {
 }
 
 type Cluster = Awaited<ReturnType<typeof csiCluster>>;
+
+/** Changes the CSIDriver object's spec, then gives podvol's watch half a second to see it. */
+async function updateDriverSpec(c: Cluster, spec: Record<string, unknown>): Promise<void> {
+  const drv = c.api.store.mustGet('csidrivers.storage.k8s.io', undefined, DRIVER);
+  c.api.store.update('csidrivers.storage.k8s.io', { ...drv, spec: { ...(drv.spec as object), ...spec } });
+  await new Promise((r) => setTimeout(r, 500));
+}
 
 /** A bound claim: PVC + PV with a csi source. */
 function createClaim(
@@ -456,12 +463,7 @@ csiTest(
     assert.equal(c.calls().filter((x) => x.method === 'NodeUnstageVolume').length, 0);
 
     // A driver without the Ephemeral mode refuses inline volumes with a precise reason.
-    const drv = c.api.store.mustGet('csidrivers.storage.k8s.io', undefined, DRIVER);
-    c.api.store.update('csidrivers.storage.k8s.io', {
-      ...drv,
-      spec: { ...(drv.spec as object), volumeLifecycleModes: ['Persistent'] },
-    });
-    await new Promise((r) => setTimeout(r, 500));
+    await updateDriverSpec(c, { volumeLifecycleModes: ['Persistent'] });
     inlinePod(c, 'eph2');
     const bad = await waitFor('eph2 refused', async () => {
       const x = await volumeOf(p, 'eph2', 'scratch');
@@ -475,11 +477,7 @@ csiTest('requiresRepublish: NodePublishVolume again every sync period', async (t
   const c = await csiCluster(t, { csiDriver: { requiresRepublish: true } });
   createClaim(c, 'rr');
   claimPod(c, 'web', 'rr');
-  const p = await startPodvol({
-    rootDir: c.root,
-    extra: ['--kubeconfig', await c.api.kubeconfigPath(c.base), '--sync-frequency', '1s'],
-  });
-  t.after(() => p.stop());
+  const p = await c.start(['--sync-frequency', '1s']);
   await mounted(p, 'web');
   const publishes = () => c.calls().filter((x) => x.method === 'NodePublishVolume' && x.code === 0).length;
   await waitFor('published again', () => publishes() >= 3, 30_000);
@@ -499,23 +497,13 @@ csiTest(
     assert.equal((await stat(dirOf(podFile, file.pvName))).gid, 4321);
     assert.ok((await stat(dirOf(podFile, file.pvName))).mode & 0o2000, 'setgid');
 
-    const drv = c.api.store.mustGet('csidrivers.storage.k8s.io', undefined, DRIVER);
-    c.api.store.update('csidrivers.storage.k8s.io', {
-      ...drv,
-      spec: { ...(drv.spec as object), fsGroupPolicy: 'None' },
-    });
-    await new Promise((r) => setTimeout(r, 500));
+    await updateDriverSpec(c, { fsGroupPolicy: 'None' });
     const none = createClaim(c, 'none');
     const podNone = claimPod(c, 'pnone', 'none', { securityContext: { fsGroup: 4321 } });
     await mounted(p, 'pnone');
     assert.notEqual((await stat(dirOf(podNone, none.pvName))).gid, 4321);
 
-    const d2 = c.api.store.mustGet('csidrivers.storage.k8s.io', undefined, DRIVER);
-    c.api.store.update('csidrivers.storage.k8s.io', {
-      ...d2,
-      spec: { ...(d2.spec as object), fsGroupPolicy: 'ReadWriteOnceWithFSType' },
-    });
-    await new Promise((r) => setTimeout(r, 500));
+    await updateDriverSpec(c, { fsGroupPolicy: 'ReadWriteOnceWithFSType' });
     const noFs = createClaim(c, 'nofs');
     const podNoFs = claimPod(c, 'pnofs', 'nofs', { securityContext: { fsGroup: 4321 } });
     const withFs = createClaim(c, 'withfs', { fsType: 'ext4' });
@@ -814,11 +802,7 @@ csiTest(
     const c = await csiCluster(t, { driver: { capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS'] } });
     createClaim(c, 'stats');
     claimPod(c, 'web', 'stats');
-    const p = await startPodvol({
-      rootDir: c.root,
-      extra: ['--kubeconfig', await c.api.kubeconfigPath(c.base), '--sync-frequency', '1s'],
-    });
-    t.after(() => p.stop());
+    const p = await c.start(['--sync-frequency', '1s']);
     await mounted(p, 'web');
     const metric = async (re: RegExp) => re.exec((await p.get('/metrics')).body) ?? undefined;
     const cap = await waitFor('volume stats', () =>
@@ -946,28 +930,45 @@ csiTest(
   },
 );
 
+/**
+ * What the external-resizer leaves after ControllerExpandVolume with
+ * node_expansion_required: the PV at `to`, the claim still at `from` and
+ * NodeResizePending (with `status` added).
+ */
+function nodeExpansionPending(
+  c: Cluster,
+  pvName: string,
+  claimName: string,
+  from: string,
+  to: string,
+  status: Record<string, unknown> = {},
+): void {
+  const pv = c.api.store.mustGet('persistentvolumes', undefined, pvName);
+  c.api.store.update('persistentvolumes', {
+    ...pv,
+    spec: { ...(pv.spec as object), capacity: { storage: to } },
+  });
+  c.api.store.update(
+    'persistentvolumeclaims',
+    {
+      ...c.api.store.mustGet('persistentvolumeclaims', 'default', claimName),
+      status: {
+        phase: 'Bound',
+        capacity: { storage: from },
+        allocatedResourceStatuses: { storage: 'NodeResizePending' },
+        ...status,
+      },
+    },
+    { subresource: 'status' },
+  );
+}
+
 csiTest(
   'expansion during mount: NodeExpandVolume when the claim says NodeResizePending, then the claim status',
   async (t) => {
     const c = await csiCluster(t, { driver: { capabilities: ['STAGE_UNSTAGE_VOLUME', 'EXPAND_VOLUME'] } });
-    const { claim, handle } = createClaim(c, 'grow');
-    const pv = c.api.store.mustGet('persistentvolumes', undefined, 'pv-grow');
-    c.api.store.update('persistentvolumes', {
-      ...pv,
-      spec: { ...(pv.spec as object), capacity: { storage: '2Gi' } },
-    });
-    c.api.store.update(
-      'persistentvolumeclaims',
-      {
-        ...claim,
-        status: {
-          phase: 'Bound',
-          capacity: { storage: '1Gi' },
-          allocatedResourceStatuses: { storage: 'NodeResizePending' },
-        },
-      },
-      { subresource: 'status' },
-    );
+    const { handle } = createClaim(c, 'grow');
+    nodeExpansionPending(c, 'pv-grow', 'grow', '1Gi', '2Gi');
     claimPod(c, 'web', 'grow');
     const p = await c.start();
     await mounted(p, 'web');
@@ -1005,29 +1006,13 @@ csiTest(
       cfg.errors = { NodeExpandVolume: { code: 14, message: 'busy', times: 1 } };
     });
     c.api.hooks.clearRequests();
-    // What the external-resizer leaves after ControllerExpandVolume with node_expansion_required.
-    const pv = c.api.store.mustGet('persistentvolumes', undefined, pvName);
-    c.api.store.update('persistentvolumes', {
-      ...pv,
-      spec: { ...(pv.spec as object), capacity: { storage: '3Gi' } },
+    nodeExpansionPending(c, pvName, 'grow', '1Gi', '3Gi', {
+      allocatedResources: { storage: '3Gi' },
+      conditions: [
+        { type: 'FileSystemResizePending', status: 'True' },
+        { type: 'ModifyingVolume', status: 'True' },
+      ],
     });
-    c.api.store.update(
-      'persistentvolumeclaims',
-      {
-        ...c.api.store.mustGet('persistentvolumeclaims', 'default', 'grow'),
-        status: {
-          phase: 'Bound',
-          capacity: { storage: '1Gi' },
-          allocatedResources: { storage: '3Gi' },
-          allocatedResourceStatuses: { storage: 'NodeResizePending' },
-          conditions: [
-            { type: 'FileSystemResizePending', status: 'True' },
-            { type: 'ModifyingVolume', status: 'True' },
-          ],
-        },
-      },
-      { subresource: 'status' },
-    );
     const expanded = await waitFor(
       'NodeExpandVolume succeeded',
       () => c.calls().find((x) => x.method === 'NodeExpandVolume' && x.code === 0),
@@ -1132,23 +1117,7 @@ csiTest(
 
     // Online expansion grows the real filesystem under the running pod.
     const before = statfsSync(target(uidOf(second)));
-    const pv = c.api.store.mustGet('persistentvolumes', undefined, pvName);
-    c.api.store.update('persistentvolumes', {
-      ...pv,
-      spec: { ...(pv.spec as object), capacity: { storage: '64Mi' } },
-    });
-    c.api.store.update(
-      'persistentvolumeclaims',
-      {
-        ...c.api.store.mustGet('persistentvolumeclaims', 'default', 'blk'),
-        status: {
-          phase: 'Bound',
-          capacity: { storage: '32Mi' },
-          allocatedResourceStatuses: { storage: 'NodeResizePending' },
-        },
-      },
-      { subresource: 'status' },
-    );
+    nodeExpansionPending(c, pvName, 'blk', '32Mi', '64Mi');
     type Claim = {
       status?: { capacity?: { storage?: string }; conditions?: { type: string; message?: string }[] };
     };
