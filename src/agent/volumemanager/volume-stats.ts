@@ -6,6 +6,7 @@
 // evicts such a pod; podvol runs no containers, so it reports.
 
 import { errorMessage } from '../../errno.ts';
+import type { MountInfo } from '../../mount/types.ts';
 import { emptyDirPluginName } from '../../plugins/emptydir.ts';
 import { diskUsage } from '../../plugins/util/disk-usage.ts';
 import { formatQuantity, parseQuantity } from '../../plugins/util/quantity.ts';
@@ -67,9 +68,14 @@ export class EmptyDirStats {
     const unmeasured = this.#mounted().filter((v) => !this.#usage.has(v.key));
     if (!due && unmeasured.length === 0) return;
     if (due) this.#last = this.#now();
-    this.#running = this.measure(due ? undefined : new Set(unmeasured.map((v) => v.key))).finally(() => {
-      this.#running = undefined;
-    });
+    this.#running = this.measure(due ? undefined : new Set(unmeasured.map((v) => v.key)))
+      // measure() handles what it expects; this keeps a bug from becoming an unhandled rejection.
+      .catch((err: unknown) =>
+        this.#ctx.logger.error({ err: errorMessage(err) }, 'volume usage measurement failed'),
+      )
+      .finally(() => {
+        this.#running = undefined;
+      });
   }
 
   #mounted() {
@@ -80,6 +86,8 @@ export class EmptyDirStats {
   async measure(only?: Set<string>): Promise<void> {
     const { dsw, host, logger } = this.#ctx;
     const seen = new Set<string>();
+    /** The mount table, read once per measurement when the first volume needs it. */
+    let table: readonly MountInfo[] | undefined;
     for (const v of this.#mounted()) {
       seen.add(v.key);
       if (only && !only.has(v.key)) continue;
@@ -87,9 +95,19 @@ export class EmptyDirStats {
       const pod = dsw.pod(v.podUID)?.pod;
       if (!desired || !pod) continue;
       // du would hang on a filesystem below the volume that does not answer: report it instead.
+      // One read of the table per measurement, not one per volume: after a set-up of 300 pods each
+      // new emptyDir read it again, and under that mount churn the reads failed (no two agreed).
+      if (table === undefined) {
+        try {
+          table = await host.getMounter().list();
+        } catch (err) {
+          logger.warn({ err: errorMessage(err) }, 'volume usage not measured: cannot read the mount table');
+          return;
+        }
+      }
       const hung = await host
         .getStatProbe()
-        .unresponsiveMounts(await host.getMounter().list(), v.path)
+        .unresponsiveMounts(table, v.path)
         .catch(() => []);
       if (hung.length > 0) {
         const prev = this.#usage.get(v.key);
