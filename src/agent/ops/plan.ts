@@ -200,6 +200,7 @@ async function run(
     logger: silentLogger(),
     metrics: noMetrics,
     asw: new ActualStateOfWorld(),
+    freshMountTable: () => ctx.host.getMounter().list(),
   };
 
   // startDaemon creates the root directory before anything else.

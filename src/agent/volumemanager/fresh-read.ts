@@ -7,8 +7,6 @@
 // one running (it began before the caller asked, so it may miss what the
 // caller must see) waits for the next read, which starts when the running one
 // settles and is shared by every caller that asked in between.
-import type * as mount from '../../mount/types.ts';
-
 export interface FreshRead<T> {
   /** The result of a read that begins at or after this call. */
   read(): Promise<T>;
@@ -45,16 +43,4 @@ export function freshRead<T>(readNow: () => Promise<T>): FreshRead<T> {
       return next;
     },
   };
-}
-
-const tables = new WeakMap<mount.Interface, FreshRead<mount.MountInfo[]>>();
-
-/** `mounter.list()` begun after this call, shared with the concurrent callers on the same mounter. */
-export function freshMountTable(mounter: mount.Interface): Promise<mount.MountInfo[]> {
-  let t = tables.get(mounter);
-  if (t === undefined) {
-    t = freshRead(() => mounter.list());
-    tables.set(mounter, t);
-  }
-  return t.read();
 }

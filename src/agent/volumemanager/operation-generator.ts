@@ -11,13 +11,12 @@ import { relativeBeneath, withHeldDirs } from '../../volumehost/safe-fs.ts';
 import type { MountedVolume } from './actual-state.ts';
 import type { VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
-import { freshMountTable } from './fresh-read.ts';
 import { markPodOwned, removeRecord, writeRecord } from './records.ts';
 
 /** What an operation needs of the volume manager (`podvol plan` runs them with no more). */
 export type OperationContext = Pick<
   VolumeManagerContext,
-  'logger' | 'metrics' | 'pluginMgr' | 'rootDir' | 'host' | 'asw' | 'cleanSubPaths'
+  'logger' | 'metrics' | 'pluginMgr' | 'rootDir' | 'host' | 'asw' | 'cleanSubPaths' | 'freshMountTable'
 >;
 
 /**
@@ -77,9 +76,11 @@ export function mounterArgsFor(pod: V1Pod): MounterArgs {
  * host's StatProbe, one child per path however often this is retried) fail
  * the operation with FilesystemUnresponsive instead of hanging it.
  */
-export async function failIfUnresponsive(ctx: Pick<OperationContext, 'host'>, path: string): Promise<void> {
-  const { host } = ctx;
-  const hung = await host.getStatProbe().unresponsiveMounts(await freshMountTable(host.getMounter()), path);
+export async function failIfUnresponsive(
+  ctx: Pick<OperationContext, 'host' | 'freshMountTable'>,
+  path: string,
+): Promise<void> {
+  const hung = await ctx.host.getStatProbe().unresponsiveMounts(await ctx.freshMountTable(), path);
   if (hung.length > 0)
     throw new VolumeError(
       'FilesystemUnresponsive',
@@ -200,14 +201,14 @@ async function mountVolumeSteps(
  * that fails too, detached lazily; the TearDown then finds nothing that hangs.
  */
 export async function forceUnmountUnresponsive(
-  ctx: Pick<OperationContext, 'host' | 'logger'>,
+  ctx: Pick<OperationContext, 'host' | 'logger' | 'freshMountTable'>,
   path: string,
   log: Record<string, string>,
 ): Promise<void> {
   if (!path) return;
   const mounter = ctx.host.getMounter();
   // One table read shared with the teardowns running now, begun after this one asked (fresh-read.ts).
-  const table = await freshMountTable(mounter);
+  const table = await ctx.freshMountTable();
   for (const hung of await ctx.host.getStatProbe().unresponsiveMounts(table, path)) {
     ctx.logger.warn(
       { ...log, mountPoint: hung.mountPoint, err: hung.message },

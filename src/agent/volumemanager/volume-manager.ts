@@ -15,6 +15,7 @@ import { ActualStateOfWorld, type MountedVolume } from './actual-state.ts';
 import type { ClaimLookup } from './claims.ts';
 import type { VolumeManagerContext, VolumeManagerMetrics } from './context.ts';
 import { DesiredStateOfWorld } from './desired-state.ts';
+import { freshRead } from './fresh-read.ts';
 import { defaultMaxConcurrentOperations, type Operation, OperationExecutor } from './operation-executor.ts';
 import { cleanupOrphanedPodDirs } from './orphan-cleanup.ts';
 import { DesiredStateOfWorldPopulator } from './populator.ts';
@@ -135,6 +136,8 @@ export class VolumeManager {
       this.#kick();
     });
     const { rootDir, host, pluginMgr, mounter, logger, metrics } = this.#o;
+    // One mount-table read shared by concurrent operations, begun after each asked (fresh-read.ts).
+    const mountTable = freshRead(() => host.getMounter().list());
     this.#ctx = {
       rootDir,
       host,
@@ -145,6 +148,7 @@ export class VolumeManager {
       dsw: this.dsw,
       asw: this.asw,
       executor: this.executor,
+      freshMountTable: () => mountTable.read(),
       specChange: this.#specChange,
       heldPod: this.#o.heldPod,
       cleanSubPaths: this.#o.cleanSubPaths,
