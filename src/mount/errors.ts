@@ -111,3 +111,16 @@ export class MountInfoError extends Error {
     this.name = 'MountInfoError';
   }
 }
+
+/** What mount(8) says of a target that does not exist: one error for the real and the fake mounter. */
+export function mountPointMissing(target: string): MountError {
+  return new MountError({
+    operation: 'mount',
+    command: 'mount',
+    args: [target],
+    output: `mount: ${target}: mount point does not exist.`,
+    exitCode: 32,
+    timedOut: false,
+    reason: 'exit status 32',
+  });
+}

@@ -6,7 +6,7 @@
 import { lstat, realpath, rmdir, unlink } from 'node:fs/promises';
 import { posix, resolve } from 'node:path';
 import { errnoCode } from '../errno.ts';
-import { isCorruptedMountError, isNotExistError, MountError } from './errors.ts';
+import { isCorruptedMountError, isNotExistError, mountPointMissing } from './errors.ts';
 import { isMountPointIn, mountContaining, mountPointMatches, searchMountRefs } from './mountinfo.ts';
 import { validateMountRequest } from './options.ts';
 import { UnsafeTargetError } from './target.ts';
@@ -165,15 +165,7 @@ export class FakeMounter implements Interface {
           throw new UnsafeTargetError(mountPoint, `the target resolves to ${real} (a symlink on the way)`);
       } catch (err) {
         if (!isNotExistError(err)) throw err;
-        throw new MountError({
-          operation: 'mount',
-          command: 'mount',
-          args: [target],
-          output: `mount: ${target}: mount point does not exist.`,
-          exitCode: 32,
-          timedOut: false,
-          reason: 'exit status 32',
-        });
+        throw mountPointMissing(target);
       }
     }
     const bind = options.includes('bind') || options.includes('rbind');

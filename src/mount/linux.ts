@@ -5,7 +5,13 @@ import { access, lstat, realpath, rmdir, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { errnoCode } from '../errno.ts';
 import { type Logger, silentLogger } from '../logger.ts';
-import { isCorruptedMountError, MountError, MountOptionError } from './errors.ts';
+import {
+  isCorruptedMountError,
+  isNotExistError,
+  MountError,
+  MountOptionError,
+  mountPointMissing,
+} from './errors.ts';
 import { type CommandRunner, createThreadRunner, type RunResult } from './exec.ts';
 import { findMountHolders, formatHolders } from './holders.ts';
 import {
@@ -116,7 +122,10 @@ export class LinuxMounter implements Interface {
     const systemd = !call.withoutSystemd && (await this.systemdAvailable());
     const all = [...options, ...sensitive];
     const bindKind = all.includes('rbind') ? 'rbind' : all.includes('bind') ? 'bind' : undefined;
-    const at = await this.#targets.open(target);
+    // The target is opened before mount(8) runs, so a missing one is reported here, as mount(8) would.
+    const at = await this.#targets.open(target).catch((err: unknown) => {
+      throw isNotExistError(err) ? mountPointMissing(target) : err;
+    });
     let top: TargetHandle | undefined;
     try {
       if (!bindKind) {

@@ -18,8 +18,8 @@
 // so a swap of that one name between the readlink and the umount(2) remains; the
 // parents of podvol's volume and subpath directories are podvol's own, which
 // no container can write.
-import { constants } from 'node:fs';
-import { type FileHandle, open, readFile, readlink } from 'node:fs/promises';
+import { constants, readFileSync } from 'node:fs';
+import { type FileHandle, open, readlink } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { errnoCode } from '../errno.ts';
 import type { VolumeReason } from '../reasons.ts';
@@ -40,9 +40,17 @@ export class UnsafeTargetError extends Error {
   }
 }
 
-/** The `mnt_id` of an open descriptor: which mount the object it holds lies on. */
-export async function mountIdOf(fd: number): Promise<number> {
-  const info = await readFile(`/proc/self/fdinfo/${fd}`, 'utf8');
+/**
+ * The `mnt_id` of an open descriptor: which mount the object it holds lies on.
+ * Read synchronously on purpose: every component of every safe-fs walk asks
+ * for it (tens per volume operation), and fs/promises' readFile is an open,
+ * fstat, reads and a close, each a round trip through libuv's thread pool
+ * (P1 in the README). The kernel prints fdinfo from the open file itself
+ * without calling into its filesystem, so even a fd on a hung FUSE or NFS
+ * mount answers at once: the read cannot block the event loop.
+ */
+export function mountIdOf(fd: number): number {
+  const info = readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8');
   const m = /^mnt_id:\s*(\d+)/m.exec(info);
   if (!m) throw new Error(`no mnt_id in /proc/self/fdinfo/${fd}`);
   return Number(m[1]);
@@ -102,15 +110,15 @@ async function refuseSymlink(path: string, target: string): Promise<void> {
   if (link !== undefined) throw new UnsafeTargetError(target, `the target is a symlink to ${link}`);
 }
 
-async function handleOf(fh: FileHandle, path: string): Promise<TargetHandle> {
-  return { procPath: path, mountId: await mountIdOf(fh.fd), close: () => fh.close() };
+function handleOf(fh: FileHandle, path: string): TargetHandle {
+  return { procPath: path, mountId: mountIdOf(fh.fd), close: () => fh.close() };
 }
 
 export const realTargets: TargetOpener = {
   async open(target) {
     const fh = await openExactly(resolve(target), 'the target');
     try {
-      return await handleOf(fh, procFd(fh.fd));
+      return handleOf(fh, procFd(fh.fd));
     } catch (err) {
       await fh.close();
       throw err;
@@ -125,7 +133,7 @@ export const realTargets: TargetOpener = {
         : new UnsafeTargetError(abs, `cannot open it after the mount: ${String(err)}`);
     });
     try {
-      const top = await handleOf(fh, procFd(fh.fd));
+      const top = handleOf(fh, procFd(fh.fd));
       // The path must now lead onto a mount other than the one the checked object lies on.
       if (top.mountId === h.mountId)
         throw new UnsafeTargetError(abs, 'nothing is mounted there after the mount');
@@ -142,7 +150,7 @@ export const realTargets: TargetOpener = {
     if (!where.startsWith('/') || where.endsWith(' (deleted)')) return undefined;
     const fh = await open(where, O_PATH | O_NOFOLLOW);
     try {
-      const top = await handleOf(fh, procFd(fh.fd));
+      const top = handleOf(fh, procFd(fh.fd));
       if (top.mountId !== h.mountId && (await readlink(`/proc/self/fd/${fh.fd}`)) === where) return top;
     } catch {}
     await fh.close();
@@ -162,7 +170,8 @@ export const realTargets: TargetOpener = {
     const fh = await openExactly(parent, 'its parent directory', O_DIRECTORY);
     try {
       await refuseSymlink(`/proc/self/fd/${fh.fd}/${name}`, abs);
-      return await handleOf(fh, `${procFd(fh.fd)}/${name}`);
+      // An unmount never asks which mount the parent lies on: no fdinfo read.
+      return { procPath: `${procFd(fh.fd)}/${name}`, mountId: 0, close: () => fh.close() };
     } catch (err) {
       await fh.close();
       throw err;

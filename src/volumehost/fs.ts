@@ -4,8 +4,9 @@
 // (src/agent/ops/plan-fs.ts) so that their real SetUp and TearDown run without
 // touching the host. Paths may be `/proc/self/fd/<fd>/...` magic links of an
 // open directory (safe-fs.ts works that way), so an implementation resolves them.
-import { constants, readFileSync } from 'node:fs';
+import { constants } from 'node:fs';
 import * as fsp from 'node:fs/promises';
+import { mountIdOf } from '../mount/target.ts';
 
 /** The part of fs.Stats podvol reads. */
 export interface FsStats {
@@ -76,24 +77,9 @@ async function readdirSome(path: string, max: number): Promise<string[]> {
   return names;
 }
 
-/**
- * Read synchronously on purpose: every component of every safe-fs walk asks
- * for it (tens per volume operation), and fs/promises' readFile is an open,
- * fstat, reads and a close, each a round trip through libuv's thread pool
- * (P1 in the README). The kernel prints fdinfo from the open file itself
- * without calling into its filesystem, so even a fd on a hung FUSE or NFS
- * mount answers at once: the read cannot block the event loop.
- */
-async function mountIdOf(fd: number): Promise<number> {
-  const info = readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8');
-  const m = /^mnt_id:\s*(\d+)/m.exec(info);
-  if (!m) throw new Error(`no mnt_id in /proc/self/fdinfo/${fd}`);
-  return Number(m[1]);
-}
-
 const hostFsOps: Readonly<FsOps> = Object.freeze<FsOps>({
   open: (path, flags, mode) => fsp.open(path, flags, mode),
-  mountIdOf,
+  mountIdOf: async (fd) => mountIdOf(fd),
   lstat: (path) => fsp.lstat(path),
   stat: (path) => fsp.stat(path),
   statfsType: async (path) => (await fsp.statfs(path)).type,

@@ -165,9 +165,9 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
         await writeFile(target, '', { mode: 0o640 });
       }
       try {
+        // The mounter names every target to mount(8) without canonicalising (target.ts).
         await o.mounter.mount(`/proc/${process.pid}/fd/${fh.fd}`, target, '', ['bind'], {
           withoutSystemd: true,
-          mountFlags: ['--no-canonicalize'],
         });
       } catch (err) {
         await cleanOne(join(target, '..'), String(req.index)).catch(() => {});

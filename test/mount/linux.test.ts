@@ -90,6 +90,22 @@ describe('LinuxMounter on real mounts', () => {
     assert.ok(entryAt(dir)?.superOptions.includes('noswap'));
   });
 
+  mountTest(
+    'a target that does not exist: the MountError mount(8) and the fake mounter give, nothing run',
+    async (t) => {
+      const { mounter, runner } = setup();
+      const root = await scratchDir(t);
+      const missing = join(root, 'missing');
+      await assert.rejects(mounter.mount('tmpfs', missing, 'tmpfs', []), (err: unknown) => {
+        assert.ok(err instanceof MountError, String(err));
+        assert.equal(err.exitCode, 32);
+        assert.match(err.output, /mount point does not exist/);
+        return true;
+      });
+      assert.equal(runner.calls.length, 0);
+    },
+  );
+
   mountTest('bind mount rw: two steps, and writes go through to the source', async (t) => {
     const { mounter, runner } = setup();
     const root = await scratchDir(t);
