@@ -2,6 +2,7 @@
 // object a volume names and the rules about optional objects, shared by the
 // configMap, secret and projected plugins.
 import type { V1ConfigMap, V1KeyToPath, V1Secret } from '@kubernetes/client-node';
+import { errorMessage } from '../errno.ts';
 import { ownValue } from '../own.ts';
 import type { VolumeReason } from '../reasons.ts';
 import { ApiError } from '../volumehost/errors.ts';
@@ -25,7 +26,7 @@ export function fetchErrorReason(kind: 'Secret' | 'ConfigMap', err: unknown): Vo
 
 function fetchError(kind: 'Secret' | 'ConfigMap', err: unknown): VolumeError {
   if (err instanceof VolumeError) return err;
-  return new VolumeError(fetchErrorReason(kind, err), err instanceof Error ? err.message : String(err), {
+  return new VolumeError(fetchErrorReason(kind, err), errorMessage(err), {
     cause: err,
   });
 }

@@ -66,7 +66,7 @@ export async function collectProjectedData(
             },
           })
           .catch((err: unknown) => {
-            const msg = err instanceof Error ? err.message : String(err);
+            const msg = errorMessage(err);
             const apiReason = err instanceof ApiError ? err.reason : undefined;
             const reason =
               apiReason === 'Forbidden'

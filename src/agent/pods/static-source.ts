@@ -292,9 +292,10 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
 
     // A single file named on purpose is read whatever its name, as kubelet does.
     const names = listing.single ? listing.names : listing.names.filter((n) => !isIgnoredManifestName(n));
-    for (const name of cache.keys()) if (!names.includes(name)) cache.delete(name);
+    const present = new Set(names);
+    for (const name of cache.keys()) if (!present.has(name)) cache.delete(name);
     for (const name of lastClean.keys()) {
-      if (names.includes(name)) continue;
+      if (present.has(name)) continue;
       lastClean.delete(name);
       keeping.delete(name);
     }

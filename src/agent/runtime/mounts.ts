@@ -161,7 +161,9 @@ export async function makeMounts(
       });
       continue;
     }
-    if (!volumePath) continue; // unreachable: checked above (an image volume has no host path)
+    // Checked above (only an image volume has no host path); an answer without a mount is never right.
+    if (!volumePath)
+      throw new RuntimeApiError(409, 'VolumeNotReady', `volume "${mount.name}" has no path on the host`);
     let source = volumePath;
     if (subPath !== '') {
       try {

@@ -37,12 +37,16 @@ function limitOf(sizeLimit: unknown): { bytes: bigint; text: string } | undefine
   }
 }
 
+/** How long a measurement waits after the mount table could not be read. */
+const MOUNT_TABLE_RETRY_MS = 10_000;
 export class EmptyDirStats {
   readonly #ctx: VolumeManagerContext;
   readonly #periodMs: number;
   readonly #now: () => number;
   readonly #usage = new Map<string, EmptyDirUsage>();
   #last = Number.NEGATIVE_INFINITY;
+  /** After the mount table could not be read: no measurement before this time. */
+  #retryAt = Number.NEGATIVE_INFINITY;
   #running: Promise<void> | undefined;
 
   /** `periodMs` 0 disables the measurement, as kubelet's --volume-stats-agg-period 0. */
@@ -63,7 +67,7 @@ export class EmptyDirStats {
    * the reconciler does not wait for it.
    */
   tick(): void {
-    if (this.#running || this.#periodMs <= 0) return;
+    if (this.#running || this.#periodMs <= 0 || this.#now() < this.#retryAt) return;
     const due = this.#now() - this.#last >= this.#periodMs;
     const unmeasured = this.#mounted().filter((v) => !this.#usage.has(v.key));
     if (!due && unmeasured.length === 0) return;
@@ -99,8 +103,10 @@ export class EmptyDirStats {
       // new emptyDir read it again, and under that mount churn the reads failed (no two agreed).
       if (table === undefined) {
         try {
-          table = await host.getMounter().list();
+          table = await this.#ctx.freshMountTable();
         } catch (err) {
+          // Not again on every pass (each operation's end starts one) while mounts churn.
+          this.#retryAt = this.#now() + MOUNT_TABLE_RETRY_MS;
           logger.warn({ err: errorMessage(err) }, 'volume usage not measured: cannot read the mount table');
           return;
         }

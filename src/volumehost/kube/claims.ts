@@ -141,7 +141,10 @@ function addOwner<T extends KubeObject>(
   const reflector = make();
   const off = reflector.onChange(() => changed(reflector));
   watches.set(key, { owners: new Set([owner]), reflector, off });
-  void reflector.start().then(() => changed(reflector));
+  // Not for a reflector removed (or replaced) meanwhile: it would register watches nothing removes.
+  void reflector.start().then(() => {
+    if (watches.get(key)?.reflector === reflector) changed(reflector);
+  });
 }
 
 /** Removes `owner` from the watch `key`; the last owner stops it (and true is returned). */

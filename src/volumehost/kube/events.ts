@@ -66,8 +66,7 @@ const RETRY_SLEEP_MS = 10_000;
  * (note the space before the colon: Go's "%v for volume %q %v" with suffix ": <err>").
  */
 export function volumeErrorMessage(prefix: string, volumeName: string, err: unknown): string {
-  const suffix =
-    err === undefined || err === null ? '' : `: ${err instanceof Error ? err.message : String(err)}`;
+  const suffix = err === undefined || err === null ? '' : `: ${errorMessage(err)}`;
   return `${prefix} for volume ${JSON.stringify(volumeName)} ${suffix}`;
 }
 
