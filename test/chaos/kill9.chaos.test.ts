@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type PodvolProcess, waitFor } from '../helpers/daemon.ts';
+import { callRuntime } from '../../src/agent/runtime/client.ts';
+import { type PodvolProcess, runtimeSocketOf, waitFor } from '../helpers/daemon.ts';
 import { mountTest } from '../helpers/mountns.ts';
 import { mountsBelow } from '../helpers/mounts.ts';
 import { chaosSetup, figure, random, size } from './lib.ts';
@@ -46,6 +47,10 @@ mountTest('chaos: kill -9 at random instants during churn', async (t) => {
   // A file each running "container" wrote into its disk emptyDir: it must survive every restart.
   const written = new Set<number>();
   const restarts: number[] = [];
+  const volumesReady = async (uid: string) => {
+    const answer = await callRuntime(runtimeSocketOf(root), 'GET', `/v1/pods/${uid}/volumes?wait=1`, 10_000);
+    return answer.status === 200 && answer.body.ready === true;
+  };
   for (let round = 0; round < rounds; round++) {
     p = await start(['--teardown-settle-period', '0s']);
     for (const i of written) {
@@ -68,11 +73,12 @@ mountTest('chaos: kill -9 at random instants during churn', async (t) => {
       written.delete(gone);
       await rm(join(manifests, `churn-${gone}.json`), { force: true });
     }
-    const mounted = [...desired].filter((i) => !written.has(i));
-    for (const i of mounted) {
-      const dir = volDir(i, 'kubernetes.io~empty-dir', 'disk');
-      if (await stat(dir).catch(() => undefined)) {
-        await writeFile(join(dir, 'data'), `data of ${i}`);
+    // A "container" starts, and writes into its disk emptyDir, once podvol answers its runtime that
+    // the pod's volumes are ready, as a runtime would: a directory that exists may still be the
+    // previous incarnation's (the same UID), being torn down because its manifest was removed.
+    for (const i of [...desired].filter((i) => !written.has(i))) {
+      if (await volumesReady(`chaos-churn-${i}`)) {
+        await writeFile(join(volDir(i, 'kubernetes.io~empty-dir', 'disk'), 'data'), `data of ${i}`);
         written.add(i);
       }
     }

@@ -78,6 +78,24 @@ export function buildStatus(
     const volumes: VolumeStatus[] = [];
     for (const d of p.volumes.values()) {
       const v = asw.get(d.key);
+      const op = executor.state(d.key);
+      if (v && op?.pending && op.operationName === 'volume_unmount') {
+        // The pod came back (the same UID) while the teardown of what it had was running: the
+        // volume is going away, and is set up afresh once that ends. Reported as mounted, a
+        // runtime would start a container on an emptyDir that is about to be deleted.
+        volumes.push({
+          name: d.volumeName,
+          plugin: v.pluginName,
+          path: v.path,
+          attempts: 0,
+          since: new Date(d.since).toISOString(),
+          state: 'unmounting',
+          reason: '',
+          message:
+            'the pod was desired again while this volume was being torn down; it is set up again once that ends',
+        });
+        continue;
+      }
       if (v?.state === 'mounted' && hooks?.specChange(v, d) === 'restart') {
         volumes.push({
           name: d.volumeName,
@@ -92,7 +110,6 @@ export function buildStatus(
         });
         continue;
       }
-      const op = executor.state(d.key);
       const u = v?.state === 'mounted' ? usage(d.key) : undefined;
       const base = {
         name: d.volumeName,

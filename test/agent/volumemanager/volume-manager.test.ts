@@ -220,3 +220,31 @@ test('the operation pool is work-conserving: a pod alone has every slot; once an
     await h.settle();
   assert.equal(h.vm.asw.all().filter((v) => v.state === 'mounted').length, 16);
 });
+
+test('a pod desired again while its volumes are torn down is not ready until they are set up afresh', async (t) => {
+  const h = await harness(t, [pod('a', [{ name: 'mem', emptyDir: { medium: 'Memory' } }])]);
+  h.setReady(true);
+  await h.settle();
+  assert.equal(at(at(h.vm.status(), 0).volumes, 0).state, 'mounted');
+  // The teardown waits, at its mount-point check, until the test lets it through.
+  let release: (() => void) | undefined;
+  const check = h.mounter.isLikelyNotMountPoint.bind(h.mounter);
+  h.mounter.isLikelyNotMountPoint = async (path) => {
+    await new Promise<void>((r) => {
+      release = r;
+    });
+    return check(path);
+  };
+  h.setPods([]);
+  await h.vm.reconcileOnce();
+  await waitFor('the teardown started', () => release, 60_000);
+  h.mounter.isLikelyNotMountPoint = check;
+  // The same pod (the same UID) comes back while its volume is being unmounted.
+  h.setPods([pod('a', [{ name: 'mem', emptyDir: { medium: 'Memory' } }])]);
+  await h.vm.reconcileOnce();
+  const during = at(at(h.vm.status(), 0).volumes, 0);
+  assert.equal(during.state, 'unmounting', 'a volume going away is not reported ready');
+  release?.();
+  await h.settle();
+  assert.equal(at(at(h.vm.status(), 0).volumes, 0).state, 'mounted');
+});
