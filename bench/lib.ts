@@ -118,6 +118,8 @@ export async function startPodvol(o: {
     extra: ['--systemd-scope', 'off', ...(o.extra ?? [])],
     // BENCH_PODVOL_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"): Node flags for podvol, for profiling.
     nodeArgs: process.env.BENCH_PODVOL_NODE_ARGS?.split(' ').filter(Boolean),
+    // BENCH_PODVOL_BIN: another checkout's bin/podvol.js (bench/against.ts runs main's this way).
+    bin: process.env.BENCH_PODVOL_BIN || undefined,
     // BENCH_PODVOL_WRAP (e.g. "strace -f -e trace=execve -o /tmp/x"): runs podvol under a tool, for profiling.
     wrap: process.env.BENCH_PODVOL_WRAP?.split(' ').filter(Boolean),
     keepOutput: false,

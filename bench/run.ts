@@ -1,7 +1,8 @@
 // npm run bench: every bench at full size, one after the other (the machine's
 // cores are the resource being measured), inside one private mount namespace.
 // `npm run bench -- --smoke` runs each at a small size (what CI runs); other
-// arguments (--pods=…, --rounds=…) are passed to every bench.
+// arguments (--pods=…, --rounds=…) are passed to every bench. BENCH_AGAINST=<commit>
+// compares with that commit's podvol (bench/against.ts).
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { ensureMountNamespace } from './lib.ts';
@@ -26,6 +27,17 @@ export function benchArgs(b: (typeof benches)[number], smoke: boolean, extra: st
 
 if (import.meta.main) {
   ensureMountNamespace();
+  // BENCH_AGAINST=<commit>: the same benches, against that commit's podvol, in alternating pairs.
+  if (process.env.BENCH_AGAINST) {
+    const r = spawnSync(
+      process.execPath,
+      [join(import.meta.dirname, 'against.ts'), ...process.argv.slice(2)],
+      {
+        stdio: 'inherit',
+      },
+    );
+    process.exit(r.status ?? 1);
+  }
   const smoke = process.argv.includes('--smoke');
   const extra = process.argv.slice(2).filter((a) => a !== '--smoke');
   const only = process.env.BENCH_ONLY;

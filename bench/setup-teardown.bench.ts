@@ -1,12 +1,20 @@
 // P1: set-up and teardown of N pods × 3 volumes by podvol (standalone mode,
-// static manifests), against a shell script and a bare syscall loop doing the
-// steps `podvol plan` lists for the same pods, in the same run (baselines run
-// before and after podvol; their mean is the baseline).
+// static manifests), against the fixed floor of baseline.ts (the least the
+// kernel and mount(8) must do for the same end state, as a shell script and as
+// a bare syscall loop), in the same run (the floor runs before and after
+// podvol; the mean counts). The floor is checked against podvol's end state.
 // Run: node bench/setup-teardown.bench.ts [--pods=300] [--smoke]   (env BENCH_PODS)
 import { mkdirSync, readdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { mountPointsAtOrBelow } from '../test/helpers/mounts.ts';
-import { bareLoop, manifestStream, planSteps, shellScript, threeVolumePod } from './baseline.ts';
+import {
+  bareLoop,
+  floorSteps,
+  manifestStream,
+  sameEndState,
+  shellScript,
+  threeVolumePod,
+} from './baseline.ts';
 import {
   ensureMountNamespace,
   figure,
@@ -37,13 +45,15 @@ try {
   const file = join(staging, 'pods.yaml');
   writeFileSync(file, manifestStream(Array.from({ length: PODS }, (_, i) => threeVolumePod(i))));
 
-  const steps = planSteps(file, baseRoot, NODE);
+  const steps = floorSteps(
+    baseRoot,
+    Array.from({ length: PODS }, (_, i) => `floor-${i}`),
+  );
   const mounts = steps.filter((s) => s.action === 'mount').length;
-  if (mounts !== VOLUMES) throw new Error(`plan has ${mounts} mounts, expected ${VOLUMES}`);
   const setupScript = shellScript(steps, 'setup');
   const teardownScript = shellScript(steps, 'teardown');
   console.log(
-    `plan: ${steps.filter((s) => s.phase === 'setup').length} set-up steps (${mounts} mounts), ${steps.filter((s) => s.phase === 'teardown').length} teardown steps`,
+    `floor: ${steps.filter((s) => s.phase === 'setup').length} set-up steps (${mounts} mounts), ${steps.filter((s) => s.phase === 'teardown').length} teardown steps`,
   );
 
   const shell = { setup: [] as number[], teardown: [] as number[] };
@@ -76,6 +86,17 @@ try {
     mountCalls = podvol.count('Mounting') - mountsBefore;
     if (mountPointsAtOrBelow(podvolRoot).length !== VOLUMES)
       throw new Error('podvol did not mount everything');
+    // The floor is honest only if it builds what podvol built: one pod of each, compared entry by entry.
+    const first = (await podvol.status()).pods.find((p) => p.name === `bench-0-${NODE}`);
+    if (!first) throw new Error('podvol does not list bench-0');
+    const checkRoot = join(tmp.dir, 'check');
+    const one = floorSteps(checkRoot, ['floor-0']);
+    bareLoop(one, 'setup');
+    try {
+      sameEndState(join(checkRoot, 'pods', 'floor-0'), join(podvolRoot, 'pods', first.uid));
+    } finally {
+      bareLoop(one, 'teardown');
+    }
 
     const unmounted = waitLines(podvol, 'UnmountVolume.TearDown succeeded', VOLUMES);
     const unmountsBefore = podvol.count('Unmounting');

@@ -67,6 +67,8 @@ export interface PodvolOptions {
   secure?: boolean;
   /** Node's own flags for podvol (e.g. --cpu-prof), before its script. */
   nodeArgs?: string[];
+  /** The podvol entry point to run; this checkout's bin/podvol.js unless given (benches compare another commit's). */
+  bin?: string;
   /** A command podvol runs under (e.g. strace -f -o <file>), its arguments before node's. */
   wrap?: string[];
   /**
@@ -98,7 +100,7 @@ export async function spawnPodvol(o: PodvolOptions): Promise<PodvolProcess> {
   const port = await freePort();
   const argv = [
     ...(o.nodeArgs ?? []),
-    join(repoRoot, 'bin', 'podvol.js'),
+    o.bin ?? join(repoRoot, 'bin', 'podvol.js'),
     'run',
     '--root-dir',
     o.rootDir,
