@@ -96,7 +96,15 @@ export function mountVolumes(ctx: VolumeManagerContext): Operation[] {
   for (const d of dsw.volumesToMount()) {
     const v = asw.get(d.key);
     const change = v ? ctx.specChange(v, d) : 'none';
-    if (change === 'restart') continue;
+    if (v && change === 'restart') {
+      // A volume found on disk after a restart (or left uncertain by a failed
+      // SetUp) is confirmed as kubelet's reconciler confirms any uncertain
+      // volume, by its SetUp, but with the spec it was mounted with: the
+      // changed spec cannot be applied to a volume in use, and a volume never
+      // confirmed would keep its pod from being ready for ever.
+      if (v.state === 'uncertain') mount(asMounted(d, v), v);
+      continue;
+    }
     if (v && v.state === 'mounted' && !v.remountRequired && change === 'none') {
       // kubelet's GenerateExpandInUseVolumeFunc: the claim asked for more room while the pod runs.
       const pod = v.resizeRequired ? dsw.pod(d.podUID)?.pod : undefined;
@@ -119,4 +127,9 @@ export function mountVolumes(ctx: VolumeManagerContext): Operation[] {
     if (pod)
       operations.push({ key: d.key, operationName: 'volume_mount', fn: () => mountVolume(ctx, d, pod, v) });
   }
+}
+
+/** The desired volume `d` as `v` was set up: its plugin, spec and directory (see mountVolumes). */
+function asMounted(d: VolumeToMount, v: MountedVolume): VolumeToMount {
+  return { ...d, pluginName: v.pluginName, spec: v.spec, path: v.path, innerName: v.innerName };
 }

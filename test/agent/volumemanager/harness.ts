@@ -35,13 +35,15 @@ export async function harness(
     >
   > & {
     root?: string;
+    /** Another harness's mounter, whose mounts are still there: a restart of podvol, not of the node. */
+    mounter?: FakeMounter;
     /** The manager's time; its timers stay real. */
     now?: () => number;
   } = {},
 ) {
   const root = opts.root ?? (await mkdtemp(join(tmpdir(), 'podvol-vm-')));
   if (!opts.root) t.after(() => rm(root, { recursive: true, force: true }));
-  const mounter = new FakeMounter();
+  const mounter = opts.mounter ?? new FakeMounter();
   const pluginMgr = new VolumePluginMgr();
   const events: Parameters<EventRecorder['eventf']>[] = [];
   const host = createVolumeHost({

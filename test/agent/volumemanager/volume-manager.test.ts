@@ -140,6 +140,36 @@ test('a restart reconstructs volumes from disk as uncertain and adopts them', as
   assert.equal(again.asw.get('a/scratch')?.state, 'mounted');
 });
 
+test('after a restart, a volume whose spec changed under the same UID is confirmed mounted as it was, and the pod is ready', async (t) => {
+  const sized = (sizeLimit: string) =>
+    pod('a', [
+      { name: 'cache', emptyDir: { medium: 'Memory', sizeLimit } },
+      { name: 'scratch', emptyDir: {} },
+    ]);
+  const first = await harness(t, [sized('16Mi')]);
+  first.setReady(true);
+  await first.settle();
+  first.setPods([sized('32Mi')]);
+  await first.settle();
+  assert.equal(first.vm.podStatus('a')?.volumes[0]?.reason, 'SpecChangeRequiresRestart');
+  const tmpfsMounts = first.mounter.callsOf('mount').length;
+
+  // podvol restarts (its mounts stay) and finds the edited pod.
+  const again = await harness(t, [sized('32Mi')], { root: first.root, mounter: first.mounter });
+  assert.equal(again.vm.asw.get('a/cache')?.state, 'uncertain');
+  again.setReady(true);
+  await again.settle();
+  const cache = again.vm.podStatus('a')?.volumes.find((v) => v.name === 'cache');
+  assert.equal(cache?.state, 'mounted', JSON.stringify(cache));
+  assert.equal(cache?.reason, 'SpecChangeRequiresRestart');
+  assert.ok(
+    again.vm.podStatus('a')?.volumes.every((v) => v.state === 'mounted'),
+    'every volume of the pod is mounted',
+  );
+  assert.equal(again.vm.asw.get('a/cache')?.spec.volume?.emptyDir?.sizeLimit, '16Mi', 'as it was mounted');
+  assert.equal(again.mounter.callsOf('mount').length, tmpfsMounts, 'the tmpfs was not mounted again');
+});
+
 test('a volume not yet mounted gets a free slot of the pool before refreshes of mounted ones', async (t) => {
   const dapi = (name: string) => ({
     name,
