@@ -36,7 +36,7 @@ export interface RunOptions {
   maxConcurrentOperations?: number;
   /** Take over a root directory without podvol's mark, or marked for another node name (root-dir.ts). */
   adoptRootDir?: boolean;
-  /** How long a first sync that would tear down most adopted volumes is held (settle-guard.ts). */
+  /** How long a first sync that looks like a configuration mistake is held (settle-guard.ts). */
   teardownSettlePeriodMs?: number;
   /** kubelet's --sync-frequency: how often remount-requiring volumes are re-rendered. */
   syncFrequencyMs?: number;

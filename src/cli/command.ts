@@ -1,6 +1,7 @@
 // What every command module under src/cli/ shares: how a command registers
 // itself and how it hands its exit code back to main().
 import type { Command } from 'commander';
+import { escapeControl } from '../agent/ops/escape.ts';
 
 /** A command module adds its one command (name, options, action) to the program. */
 export type CommandModule = (program: Command) => void;
@@ -31,6 +32,6 @@ export function stringOption(cmd: Command, name: string): string | undefined {
 
 /** Prints a one-line usage error and returns EXIT_USAGE, for checks commander cannot express. */
 export function usageError(message: string): number {
-  process.stderr.write(`podvol: ${message} (run podvol --help for usage)\n`);
+  process.stderr.write(escapeControl(`podvol: ${message} (run podvol --help for usage)\n`));
   return EXIT_USAGE;
 }

@@ -8,6 +8,7 @@ import { resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import type { DrainReport } from '../agent/drain.ts';
 import { createLogger, type LogFormat } from '../agent/logger.ts';
+import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
 import { lockRootDir, RootDirLockedError } from '../agent/root-lock.ts';
 import { errnoCode, errorMessage } from '../errno.ts';
 import { EXIT_FAILURE, EXIT_OK, setExitCode } from './command.ts';
@@ -62,10 +63,10 @@ async function runDrain(flags: DrainFlags): Promise<number> {
     if (!(await stat(requested)).isDirectory()) throw new Error(`${requested} is not a directory`);
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') {
-      process.stdout.write(`podvol drain: nothing to drain: ${requested} does not exist\n`);
+      process.stdout.write(escapeControl(`podvol drain: nothing to drain: ${requested} does not exist\n`));
       return EXIT_OK;
     }
-    process.stderr.write(`podvol drain: ${errorMessage(err)}\n`);
+    process.stderr.write(escapeControl(`podvol drain: ${errorMessage(err)}\n`));
     return EXIT_FAILURE;
   }
   // As the daemon: symlinks in the root directory's own path are followed once, here (src/mount/target.ts).
@@ -81,7 +82,7 @@ async function runDrain(flags: DrainFlags): Promise<number> {
     lock = await lockRootDir(rootDir, 'drain');
   } catch (err) {
     if (!(err instanceof RootDirLockedError)) throw err;
-    process.stderr.write(`podvol drain: ${err.message}\n`);
+    process.stderr.write(escapeControl(`podvol drain: ${err.message}\n`));
     return EXIT_FAILURE;
   }
   try {
@@ -99,10 +100,12 @@ async function runDrain(flags: DrainFlags): Promise<number> {
     const report = await drain({ rootDir, stack, logger, dryRun: flags.dryRun, timeoutMs: flags.timeout });
     logger.flush();
     process.stdout.write(
-      flags.output === 'json' ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report),
+      flags.output === 'json'
+        ? escapeControlJSON(`${JSON.stringify(report, null, 2)}\n`)
+        : escapeControl(formatReport(report)),
     );
     for (const l of report.leftovers)
-      process.stderr.write(`podvol drain: ${l.what}: ${l.reason}: ${l.message}\n`);
+      process.stderr.write(escapeControl(`podvol drain: ${l.what}: ${l.reason}: ${l.message}\n`));
     return report.leftovers.length > 0 ? EXIT_FAILURE : EXIT_OK;
   } finally {
     await lock.release();

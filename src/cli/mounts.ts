@@ -93,7 +93,7 @@ async function runMounts(pod: string, flags: MountsFlags): Promise<number> {
       REQUEST_TIMEOUT_MS,
     );
     if (answer.status !== 200) {
-      process.stderr.write(`podvol mounts: ${answer.body.reason}: ${answer.body.message}\n`);
+      process.stderr.write(escapeControl(`podvol mounts: ${answer.body.reason}: ${answer.body.message}\n`));
       return EXIT_FAILURE;
     }
     process.stdout.write(

@@ -3,6 +3,7 @@
 import { hostname } from 'node:os';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { defaultLogFormat, logFormats, logLevels } from '../agent/logger.ts';
+import { escapeControl } from '../agent/ops/escape.ts';
 import { UnreachableError } from '../agent/runtime/client.ts';
 import { errorMessage } from '../errno.ts';
 import { EXIT_FAILURE, EXIT_UNREACHABLE, stringOption } from './command.ts';
@@ -60,7 +61,7 @@ export function addNodeNameOptions(cmd: Command): Command {
 export const DEFAULT_RUNTIME_SOCKET = '/run/podvol/podvol.sock';
 /** How `podvol mounts` and `podvol wait` end on an error: the message, and exit 3 when nothing answered on the socket. */
 export function runtimeSocketFailure(command: string, err: unknown): number {
-  process.stderr.write(`podvol ${command}: ${errorMessage(err)}\n`);
+  process.stderr.write(escapeControl(`podvol ${command}: ${errorMessage(err)}\n`));
   return err instanceof UnreachableError ? EXIT_UNREACHABLE : EXIT_FAILURE;
 }
 

@@ -225,7 +225,7 @@ export function runCommand(program: Command): void {
     .addOption(
       new Option(
         '--teardown-settle-period <duration>',
-        'how long a first sync that would tear down most volumes adopted at start is held before it is checked again (0s: no hold)',
+        'how long a first sync that would tear down most volumes adopted at start while the pod sources deliver few pods is held before it is checked again (0s: no hold)',
       )
         .env('PODVOL_TEARDOWN_SETTLE_PERIOD')
         .default(30_000, formatDuration(30_000))

@@ -4,6 +4,7 @@
 // volumes and their reasons are printed), 2 usage error, 3 no podvol answered.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Command, Option } from 'commander';
+import { escapeControl } from '../agent/ops/escape.ts';
 import { callRuntime, PodNotKnownError, resolvePod } from '../agent/runtime/client.ts';
 import { fieldOf } from '../errno.ts';
 import { EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, setExitCode, usageError } from './command.ts';
@@ -45,7 +46,9 @@ function printReasons(body: Record<string, unknown>): void {
   for (const v of volumes) {
     if (v.state === 'mounted' && body.ready) continue;
     process.stderr.write(
-      `  volume ${v.name}: ${v.state}${v.reason ? ` ${v.reason}` : ''}${v.message ? `: ${v.message}` : ''}\n`,
+      escapeControl(
+        `  volume ${v.name}: ${v.state}${v.reason ? ` ${v.reason}` : ''}${v.message ? `: ${v.message}` : ''}\n`,
+      ),
     );
   }
 }
@@ -71,7 +74,7 @@ async function runWait(pod: string, flags: WaitFlags): Promise<number> {
         if (!(err instanceof PodNotKnownError)) throw err;
         if (flags.for === 'unmounted') return EXIT_OK;
         if (left() === 0) {
-          process.stderr.write(`podvol wait: timed out: ${err.message}\n`);
+          process.stderr.write(escapeControl(`podvol wait: timed out: ${err.message}\n`));
           return EXIT_FAILURE;
         }
         // A podvol that answered before the wait it was asked for (one without ?wait= on /v1/pods): pace the retries.
@@ -89,7 +92,7 @@ async function runWait(pod: string, flags: WaitFlags): Promise<number> {
       if (answer.status === 200) return EXIT_OK;
       if (answer.status !== 504 && answer.status !== 404) {
         // 422 VolumesFailedPermanently: no point waiting out the timeout; say which and why.
-        process.stderr.write(`podvol wait: ${answer.body.reason}: ${answer.body.message}\n`);
+        process.stderr.write(escapeControl(`podvol wait: ${answer.body.reason}: ${answer.body.message}\n`));
         if (answer.status === 422) printReasons(answer.body);
         return EXIT_FAILURE;
       }
@@ -98,7 +101,9 @@ async function runWait(pod: string, flags: WaitFlags): Promise<number> {
           answer.status === 404
             ? String(answer.body.message)
             : `pod ${answer.body.namespace}/${answer.body.name} (${uid}) is not ${flags.for}`;
-        process.stderr.write(`podvol wait: timed out after ${flags.timeout / 1000}s: ${what}\n`);
+        process.stderr.write(
+          escapeControl(`podvol wait: timed out after ${flags.timeout / 1000}s: ${what}\n`),
+        );
         printReasons(answer.body);
         return EXIT_FAILURE;
       }

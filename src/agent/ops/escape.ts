@@ -2,6 +2,8 @@
 // terminal escape sequence in a hostPath must reach the operator's screen as
 // text, not as a command to the terminal. Every C0 control but newline, DEL and
 // every C1 control (U+0080-U+009F: 0x9B is a one-character CSI) is escaped.
+// The one home for that rule: every subcommand (status, plan, wait, mounts,
+// drain, usage errors) passes what it prints through these two functions.
 
 const CONTROL_TEXT = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/g;
 const CONTROL_JSON = /[\u007f-\u009f]/g;

@@ -138,6 +138,11 @@ export class DesiredStateOfWorld {
     return [...this.#pods.values()];
   }
 
+  /** How many pods the sources deliver (with or without volumes), without copying them. */
+  get size(): number {
+    return this.#pods.size;
+  }
+
   pod(uid: string): DesiredPod | undefined {
     return this.#pods.get(uid);
   }

@@ -45,7 +45,7 @@ export interface VolumeManagerOptions {
   /** PersistentVolumeClaims and PersistentVolumes (cluster mode). */
   claims?: ClaimLookup;
   /**
-   * How long a first sync that would tear down most adopted volumes is held
+   * How long a first sync that looks like a configuration mistake is held
    * before it is checked again (see settle-guard.ts); 0 disables the hold.
    */
   settlePeriodMs?: number;
@@ -331,7 +331,7 @@ export class VolumeManager {
       const operations: Operation[] = [];
       if (ready) {
         const toUnmount = volumesToUnmount(this.#ctx);
-        if (this.#settle.allow(this.asw.all(), toUnmount))
+        if (this.#settle.allow(this.asw.all(), toUnmount, this.dsw.size))
           operations.push(...unmountVolumes(this.#ctx, toUnmount));
       }
       operations.push(...mountVolumes(this.#ctx));
