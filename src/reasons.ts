@@ -150,6 +150,12 @@ export const sourceReasons = {
     'a manifest document is larger than the limit (1.5 MiB, the largest object etcd stores by default)',
   TooDeeplyNested: 'a manifest document nests maps and lists deeper than the limit (64 levels)',
   TooManyVolumes: 'a manifest pod has more volumes than the limit (1,024)',
+  TooManyDocuments:
+    'a manifest file has more documents than the limit (1,000; kubelet reads one pod per file): none of it is read',
+  EmptyManifest:
+    'a manifest file holds no document (empty, or only comments), as a file caught between a truncate and a write does: the pods it last defined are kept, as kubelet keeps them',
+  ScanFailed:
+    'reading the manifest path failed unexpectedly (a bug in podvol): the pods last read are kept, and /readyz says so until a scan succeeds',
   StaticPodAPIReference:
     'in cluster mode, a static pod may not use secrets, configMaps, service account tokens, claims or trust bundles (as the API server refuses mirror pods that do)',
   Unauthorized: 'the API server rejected the credentials',

@@ -257,7 +257,12 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
       alive: () => vm.isAlive(),
       ready: () => {
         const reasons: string[] = [];
-        for (const s of sources) if (!s.hasSynced()) reasons.push(`pod source ${s.name} has not synced`);
+        for (const s of sources) {
+          if (!s.hasSynced()) reasons.push(`pod source ${s.name} has not synced`);
+          // A source that synced once and then cannot read is not ready either: it no longer follows its input.
+          const problem = s.problem?.();
+          if (problem !== undefined) reasons.push(`pod source ${s.name}: ${problem}`);
+        }
         reasons.push(...(o.cluster?.notReady() ?? []));
         if (!vm.isReady()) reasons.push('volume state not reconstructed and populated yet');
         return { ready: reasons.length === 0, reasons };

@@ -62,7 +62,8 @@ async function runPlan(flags: PlanFlags): Promise<number> {
   });
   for (const e of plan.errors) {
     const where = `${e.file ?? flags.filename}${e.document !== undefined ? ` document ${e.document}` : ''}`;
-    process.stderr.write(escapeControl(`podvol plan: ${where}: ${e.reason}: ${e.message}\n`));
+    const further = e.furtherErrors ? ` (and ${e.furtherErrors} more errors in this file)` : '';
+    process.stderr.write(escapeControl(`podvol plan: ${where}: ${e.reason}: ${e.message}${further}\n`));
   }
   process.stdout.write(
     flags.output === 'json'

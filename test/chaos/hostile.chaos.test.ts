@@ -81,6 +81,11 @@ mountTest('chaos: hostile manifests are refused with reasons and touch nothing o
     'deep-block.yaml': `${'- '.repeat(100_000)}x\n`,
     'alias-bomb.yaml': `a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n`,
     'not-yaml.yaml': ': : [\n',
+    // Document bombs (issue 21 finding 6): far under the size limit, each one error.
+    'document-bomb.yaml': '---\n{}\n'.repeat(150_000),
+    'empty-documents.yaml': '---\n'.repeat(2_600_000),
+    'broken-documents.yaml': 'x: [\n---\n'.repeat(100_000),
+    'empty.yaml': '',
   };
   const good = 'good.json';
   for (const [file, text] of Object.entries(corpus)) await writeFile(join(manifests, file), text);
@@ -140,6 +145,23 @@ mountTest('chaos: hostile manifests are refused with reasons and touch nothing o
     );
   });
   for (const f of Object.keys(corpus)) figure(t, `hostile: ${f}`, verdict(reasons, f) ?? 'set up (allowed)');
+  // The bombs stop nothing: a manifest added now is read, /readyz stays ok, /status stays small.
+  await writeFile(join(manifests, 'late.json'), JSON.stringify(pod('late', [{ name: 'e', emptyDir: {} }])));
+  await waitFor(
+    'a manifest added after the bombs',
+    async () => (await p.status()).pods.some((x) => x.name === 'late-testnode') || undefined,
+  );
+  const statusBytes = (await p.get('/status')).body.length;
+  figure(t, 'hostile: /status bytes', statusBytes);
+  assert.ok(statusBytes < 200_000, `/status is ${statusBytes} bytes`);
+  assert.equal((await p.get('/readyz')).status, 200);
+  const bombs: [string, string][] = [
+    ['document-bomb.yaml', 'TooManyDocuments'],
+    ['empty-documents.yaml', 'TooManyDocuments'],
+    ['broken-documents.yaml', 'TooManyDocuments'],
+    ['empty.yaml', 'EmptyManifest'],
+  ];
+  for (const [f, reason] of bombs) assert.equal(reasons.get(f), reason, f);
   const refused = Object.keys(corpus).filter((f) => verdict(reasons, f) !== undefined).length;
   figure(
     t,

@@ -131,7 +131,8 @@ function describeSourceError(e: SourceError): string {
   ]
     .filter(Boolean)
     .join(' ');
-  return `${where}: ${e.reason}: ${oneLine(e.message)}`;
+  const further = e.furtherErrors ? ` (and ${e.furtherErrors} more errors in this file)` : '';
+  return `${where}: ${e.reason}: ${oneLine(e.message)}${further}`;
 }
 
 /**

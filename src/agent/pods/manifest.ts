@@ -28,6 +28,17 @@ export const MAX_DOCUMENT_BYTES = 1.5 * 1024 * 1024;
  * a 400 KB document of nested lists cost 470 MB to parse (issue 15, finding 5).
  */
 export const MAX_NESTING_DEPTH = 64;
+/**
+ * The most documents one manifest file may hold. kubelet reads one pod per
+ * file; podvol reads a stream, so the benches' 667-pod file works. What this
+ * bounds is the per-document cost, which the byte limits do not: 10 MiB holds
+ * 2.6 million empty documents (a scan of them stalled the event loop for
+ * 13.9 s, issue 21 finding 6). Measured on 2 loaded cores (parseManifestFile,
+ * 3 runs): 1,000 documents cost 12-52 ms empty, 28-78 ms of `{}`, 190-250 ms
+ * of broken YAML, 1.0-1.4 s as YAML pods and 0.14-0.32 s as a JSON stream of
+ * pods; 10,000 cost 0.16-0.26 s empty, 4-5.7 s broken and 14-16 s as YAML pods.
+ */
+export const MAX_DOCUMENTS = 1000;
 
 export const CONFIG_SOURCE_ANNOTATION = 'kubernetes.io/config.source';
 export const CONFIG_HASH_ANNOTATION = 'kubernetes.io/config.hash';
@@ -138,15 +149,14 @@ function podErrors(doc: Obj): string[] {
       );
     }
   }
-  errs.push(
-    ...stringMapErrors(meta.labels, 'metadata.labels'),
-    ...stringMapErrors(meta.annotations, 'metadata.annotations'),
-  );
+  // Appended one by one: a document of 130,000 bad labels spread into push() overflowed the stack.
+  for (const e of stringMapErrors(meta.labels, 'metadata.labels')) errs.push(e);
+  for (const e of stringMapErrors(meta.annotations, 'metadata.annotations')) errs.push(e);
   if (!isObj(doc.spec)) {
     errs.push('spec: Required value');
     return errs;
   }
-  errs.push(...containerErrors(doc.spec));
+  for (const e of containerErrors(doc.spec)) errs.push(e);
   const vols = doc.spec.volumes;
   if (vols !== undefined && vols !== null && !Array.isArray(vols))
     errs.push('spec.volumes: Invalid value: must be a list');
@@ -190,12 +200,24 @@ function applyStaticDefaults(doc: Obj, nodeName: string, file: string): V1Pod {
   return podFromDocument(pod);
 }
 
+/** How many of a pod's field errors its message names; the rest are counted. */
+const LISTED_PROBLEMS = 32;
+
+/** `a; b; c`, or the first LISTED_PROBLEMS and how many more: one document's message stays small. */
+function problemList(problems: readonly string[]): string {
+  if (problems.length <= LISTED_PROBLEMS) return problems.join('; ');
+  return `${problems.slice(0, LISTED_PROBLEMS).join('; ')}; and ${problems.length - LISTED_PROBLEMS} more`;
+}
+
 interface Doc {
   index: number;
   value?: unknown;
   /** Why the document is refused before it is a value (ParseError, DocumentTooLarge, TooDeeplyNested). */
   refused?: { reason: SourceReason; message: string };
 }
+
+/** A file with more than MAX_DOCUMENTS documents: refused whole, nothing of it is read. */
+const TOO_MANY = 'too-many';
 
 function firstLine(s: string): string {
   return (s.split('\n')[0] ?? '').trim().replace(/:$/, '');
@@ -244,8 +266,8 @@ function jsonDepth(text: string, max: number): number {
 }
 
 class LimitExceeded extends Error {
-  readonly kind: 'size' | 'depth';
-  constructor(kind: 'size' | 'depth') {
+  readonly kind: 'size' | 'depth' | 'count';
+  constructor(kind: 'size' | 'depth' | 'count') {
     super(kind);
     this.kind = kind;
   }
@@ -277,16 +299,35 @@ function* limitedTokens(parser: Parser, text: string) {
 }
 
 /**
+ * Line numbers of offsets in `text`, asked in increasing order (as a stream's
+ * errors come): counting resumes where the last answer stopped, so a file of
+ * many broken documents costs one pass, not one pass per error.
+ */
+function lineCounter(text: string): (at: number) => { line: number; lineStart: number } {
+  let line = 1;
+  let lineStart = 0;
+  return (at) => {
+    if (at < lineStart) {
+      line = 1;
+      lineStart = 0;
+    }
+    for (let i = text.indexOf('\n', lineStart); i !== -1 && i < at; i = text.indexOf('\n', i + 1)) {
+      line++;
+      lineStart = i + 1;
+    }
+    return { line, lineStart };
+  };
+}
+
+/**
  * A YAML error's first line and where it is (`at line L, column C`, as yaml's
  * prettyErrors says), never the source line itself: it may hold a secret.
  */
-function yamlError(err: YAMLError, text: string, start: number): string {
+function yamlError(err: YAMLError, start: number, lineOf: ReturnType<typeof lineCounter>): string {
   const msg = `invalid YAML: ${firstLine(err.message)}`;
   if (err.pos[0] < 0) return msg;
   const at = start + err.pos[0];
-  const lineStart = text.lastIndexOf('\n', at - 1) + 1;
-  let line = 1;
-  for (let i = text.indexOf('\n'); i !== -1 && i < lineStart; i = text.indexOf('\n', i + 1)) line++;
+  const { line, lineStart } = lineOf(at);
   return `${msg} at line ${line}, column ${at - lineStart + 1}`;
 }
 
@@ -297,6 +338,14 @@ function nextDocumentStart(text: string, offset: number): number {
   // A match at `offset` itself is the refused document's own marker.
   for (let m = re.exec(text); m !== null; m = re.exec(text)) if (m.index > offset) return m.index;
   return -1;
+}
+
+/** Whether `text` has more than `max` lines that start a document (`---`), counted without parsing. */
+function moreMarkersThan(text: string, max: number): boolean {
+  const re = /^---(?:[ \t\r\n]|$)/gm;
+  let n = 0;
+  while (re.exec(text) !== null) if (++n > max) return true;
+  return false;
 }
 
 /** A line that is only a document marker, after a first document. */
@@ -330,12 +379,15 @@ function jsonStream(text: string): Doc[] | undefined {
 // Strict JSON first for .json files and text that looks like JSON: its errors
 // point at the right place. Everything else is YAML 1.1, which is what
 // kubectl and kubelet (sigs.k8s.io/yaml) speak: `0644` is octal, `yes` is true.
-function splitDocuments(text: string, file: string): Doc[] {
+function splitDocuments(text: string, file: string): Doc[] | typeof TOO_MANY {
   const trimmed = text.trimStart();
   const stream = DOCUMENT_MARKER_LINE.test(text);
+  // Every such line starts a document: a file with too many is refused before any is parsed.
+  // (A first document without a marker, or one after `...`, is caught while parsing below.)
+  if (!file.endsWith('.json') && moreMarkersThan(text, MAX_DOCUMENTS)) return TOO_MANY;
   if (stream && !file.endsWith('.json')) {
     const docs = jsonStream(text);
-    if (docs) return docs;
+    if (docs) return docs.length > MAX_DOCUMENTS ? TOO_MANY : docs;
   }
   // A stream's limits are per document, checked by limitedTokens below: the
   // whole stream is never refused as one document that is too large.
@@ -354,6 +406,7 @@ function splitDocuments(text: string, file: string): Doc[] {
     }
   }
   const out: Doc[] = [];
+  const lineOf = lineCounter(text);
   let start = 0;
   while (start !== -1) {
     const rest = start === 0 ? text : text.slice(start);
@@ -369,8 +422,9 @@ function splitDocuments(text: string, file: string): Doc[] {
     const before = out.length;
     const add = (d: ReturnType<Composer['end']> extends Generator<infer D> ? D : never) => {
       const index = out.length + 1;
+      if (index > MAX_DOCUMENTS) throw new LimitExceeded('count');
       const [error] = d.errors;
-      if (error) out.push(parseError(index, yamlError(error, text, start)));
+      if (error) out.push(parseError(index, yamlError(error, start, lineOf)));
       else if (d.contents === null) out.push({ index });
       else {
         try {
@@ -385,13 +439,19 @@ function splitDocuments(text: string, file: string): Doc[] {
       // An empty stream yields no document but may still carry stream-level errors.
       const [streamError] = composer.streamInfo().errors;
       if (out.length === before && streamError)
-        out.push(parseError(out.length + 1, yamlError(streamError, text, start)));
+        out.push(parseError(out.length + 1, yamlError(streamError, start, lineOf)));
       return out;
     } catch (err) {
       if (!(err instanceof LimitExceeded)) throw err;
+      if (err.kind === 'count') return TOO_MANY;
       // The documents before the refused one count (the composer still holds the
       // last of them); parsing resumes at the next `---`.
-      for (const d of composer.end()) add(d);
+      try {
+        for (const d of composer.end()) add(d);
+      } catch (e) {
+        if (e instanceof LimitExceeded && e.kind === 'count') return TOO_MANY;
+        throw e;
+      }
       const index = out.length + 1;
       out.push(err.kind === 'size' ? tooLarge(index) : tooDeep(index));
       const refusedAt = start + (parser.stack[0]?.offset ?? 0);
@@ -405,13 +465,24 @@ function splitDocuments(text: string, file: string): Doc[] {
  * Every Pod document of a manifest file, static-pod defaulted for nodeName.
  * Never throws: each bad document becomes a SourceError (reasons ParseError,
  * NotAPod, InvalidPod, DuplicateUID, DuplicatePod) and the rest still count.
+ * Two errors are the whole file's: more than MAX_DOCUMENTS documents
+ * (TooManyDocuments), and no document at all (EmptyManifest: an empty file,
+ * or only comments and markers), which kubelet refuses too ("couldn't parse
+ * as pod"). The second matters most: a manifest caught between a writer's
+ * truncate and its write reads empty, and an error keeps the pods it defined.
  */
 export function parseManifestFile(text: string, file: string, nodeName: string): ParsedManifest {
   const pods: V1Pod[] = [];
   const errors: SourceError[] = [];
   const uids = new Set<string>();
   const names = new Set<string>();
-  for (const doc of splitDocuments(text, file)) {
+  const docs = splitDocuments(text, file);
+  if (docs === TOO_MANY) {
+    const message = `manifest has more than ${MAX_DOCUMENTS} documents (kubelet reads one pod per file); none of them is read`;
+    return { pods, errors: [{ source: 'file', file, reason: 'TooManyDocuments', message }] };
+  }
+  let empty = true;
+  for (const doc of docs) {
     const err = (reason: SourceReason, message: string, ns?: string, name?: string): void => {
       errors.push({
         source: 'file',
@@ -425,10 +496,12 @@ export function parseManifestFile(text: string, file: string, nodeName: string):
     };
     if (doc.refused !== undefined) {
       err(doc.refused.reason, doc.refused.message);
+      empty = false;
       continue;
     }
     const v = doc.value;
     if (v === undefined || v === null) continue;
+    empty = false;
     if (!isObj(v)) {
       err('NotAPod', `document is ${Array.isArray(v) ? 'a list' : `a ${typeof v}`}, not a Pod object`);
       continue;
@@ -452,7 +525,7 @@ export function parseManifestFile(text: string, file: string, nodeName: string):
     }
     const problems = podErrors(v);
     if (problems.length > 0) {
-      err('InvalidPod', `invalid pod: ${problems.join('; ')}`, ns, name);
+      err('InvalidPod', `invalid pod: ${problemList(problems)}`, ns, name);
       continue;
     }
     const pod = applyStaticDefaults(v, nodeName, file);
@@ -477,7 +550,7 @@ export function parseManifestFile(text: string, file: string, nodeName: string):
     }
     const volumeProblems = [...validatePodVolumes(pod).values()].filter((p) => !p.nodeOnly);
     if (volumeProblems.length > 0) {
-      err('InvalidPod', `invalid pod: ${volumeProblems.map((p) => p.message).join('; ')}`, ns, name);
+      err('InvalidPod', `invalid pod: ${problemList(volumeProblems.map((p) => p.message))}`, ns, name);
       continue;
     }
     const uid = pod.metadata?.uid ?? '';
@@ -492,6 +565,10 @@ export function parseManifestFile(text: string, file: string, nodeName: string):
     uids.add(uid);
     names.add(`${ns}/${finalName}`);
     pods.push(pod);
+  }
+  if (empty) {
+    const message = 'manifest holds no document (it is empty, or only comments): no pod is read from it';
+    errors.push({ source: 'file', file, reason: 'EmptyManifest', message });
   }
   return { pods, errors };
 }

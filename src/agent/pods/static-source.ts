@@ -10,8 +10,8 @@
 // to update a manifest. Beyond kubelet, editor backups ("name~") and Emacs
 // autosaves ("#name#") are ignored too: they would otherwise define the same
 // pod a second time.
-import { type FSWatcher, watch } from 'node:fs';
-import { open, readdir, stat } from 'node:fs/promises';
+import { constants, type FSWatcher, watch } from 'node:fs';
+import * as fsPromises from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { type Clock, systemClock, type Timer } from '../../clock.ts';
@@ -39,7 +39,17 @@ export interface StaticPodSourceOptions {
   clock?: Clock;
   /** Refuses a pod that is valid but may not run here: the SourceError's reason and message. */
   refuse?: (pod: V1Pod) => { reason: SourceReason; message: string } | undefined;
+  /** The filesystem calls the source makes; default node:fs/promises (tests interpose on them). */
+  fs?: ManifestFs;
 }
+
+export type ManifestFs = Pick<typeof fsPromises, 'stat' | 'open' | 'readdir'>;
+
+// O_NONBLOCK: a FIFO (or a symlink to one) swapped in after the stat opens at once instead of
+// waiting for a writer; O_NOCTTY: a terminal device opened so never becomes podvol's controlling
+// terminal. Symlinks are followed, as kubelet follows them (a manifest directory may be a
+// configMap-style tree of links); what is read is checked on the opened descriptor.
+const OPEN_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY;
 
 /** Whether a directory entry is skipped rather than read as a manifest. */
 export function isIgnoredManifestName(name: string): boolean {
@@ -63,11 +73,17 @@ function errText(err: unknown): string {
   return code ? `${code}: ${errorMessage(err)}` : errorMessage(err);
 }
 
-// Reads at most limit+1 bytes so a file growing while we read can not make us
-// buffer more than the cap.
-async function readCapped(path: string, limit: number): Promise<Buffer | 'too-large'> {
-  const fh = await open(path, 'r');
+type Opened = { st: StatLike; buf: Buffer | 'too-large' } | { notAFile: true };
+
+// The file is checked and read through one descriptor, so what was found to be a regular file
+// of an acceptable size is what is read, whatever is renamed over the path meanwhile. It reads
+// at most limit+1 bytes so a file growing while we read can not make us buffer more than the cap.
+async function readCapped(fs: ManifestFs, path: string, limit: number): Promise<Opened> {
+  const fh = await fs.open(path, OPEN_FLAGS);
   try {
+    const st = await fh.stat({ bigint: true });
+    if (!st.isFile()) return { notAFile: true };
+    if (st.size > BigInt(limit)) return { st, buf: 'too-large' };
     const buf = Buffer.alloc(limit + 1);
     let n = 0;
     while (n < buf.length) {
@@ -75,18 +91,33 @@ async function readCapped(path: string, limit: number): Promise<Buffer | 'too-la
       if (bytesRead === 0) break;
       n += bytesRead;
     }
-    return n > limit ? 'too-large' : buf.subarray(0, n);
+    return { st, buf: n > limit ? 'too-large' : buf.subarray(0, n) };
   } finally {
     await fh.close();
   }
 }
 
 function errorKey(e: SourceError): string {
-  return JSON.stringify([e.file, e.document, e.reason, e.message]);
+  return JSON.stringify([e.file, e.document, e.reason, e.message, e.furtherErrors]);
+}
+
+/**
+ * One error per file: its first, counting the others in furtherErrors. A file of 100,000
+ * broken documents is one log line and one /status entry, not 100,000 (issue 21 finding 6).
+ */
+export function errorsPerFile(errors: readonly SourceError[]): SourceError[] {
+  const first = new Map<string | undefined, SourceError>();
+  for (const e of errors) {
+    const seen = first.get(e.file);
+    if (seen) seen.furtherErrors = (seen.furtherErrors ?? 0) + 1;
+    else first.set(e.file, { ...e });
+  }
+  return [...first.values()];
 }
 
 export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
   const { dir, nodeName, logger } = opts;
+  const fs = opts.fs ?? fsPromises;
   const debounceMs = opts.debounceMs ?? 100;
   const resyncMs = opts.resyncMs ?? 1000;
   const firstSyncGraceMs = opts.firstSyncGraceMs ?? 1000;
@@ -118,6 +149,8 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
   let resyncTimer: Timer | undefined;
   let running: Promise<void> | undefined;
   let again = false;
+  /** Why the last scan could not read the manifest path, while it cannot (for /readyz). */
+  let problem: string | undefined;
 
   function closeWatcher(): void {
     watcher?.close();
@@ -173,8 +206,14 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
         try {
           await scanOnce();
         } catch (err) {
-          // scanOnce handles expected failures itself; this is a bug guard so the loop never dies.
-          log.error({ err: errText(err) }, 'unexpected failure while scanning static pod manifests');
+          // scanOnce handles expected failures itself; this is a bug guard so the loop never dies,
+          // and the failure is shown (once in the log, in /status and /readyz) with the pods kept.
+          const message = `scanning the manifest path failed: ${errText(err)}`;
+          if (message !== problem)
+            log.error({ err: errText(err) }, 'unexpected failure while scanning static pod manifests');
+          problem = message;
+          const others = snapshot.errors.filter((e) => e.reason !== 'ScanFailed');
+          publish(snapshot.pods, [{ source: 'file', file: dir, reason: 'ScanFailed', message }, ...others]);
         }
       } while (again && !stopped);
     })().finally(() => {
@@ -187,10 +226,10 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     { base: string; names: string[]; ino?: bigint; single?: boolean } | { error: SourceError }
   > {
     try {
-      const st = await stat(dir, { bigint: true });
+      const st = await fs.stat(dir, { bigint: true });
       if (st.isFile()) {
         // One manifest file: watch its directory, so a rename over it (an atomic update) is seen too.
-        const parent = await stat(dirname(dir), { bigint: true });
+        const parent = await fs.stat(dirname(dir), { bigint: true });
         return { base: dirname(dir), names: [basename(dir)], ino: parent.ino, single: true };
       }
       if (!st.isDirectory()) {
@@ -203,7 +242,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
           },
         };
       }
-      const names = (await readdir(dir)).sort();
+      const names = (await fs.readdir(dir)).sort();
       return { base: dir, names, ino: st.ino };
     } catch (err) {
       if (errnoCode(err) === 'ENOENT') return { base: dir, names: [] };
@@ -226,44 +265,51 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     });
     let st: StatLike & { isFile(): boolean; isDirectory(): boolean };
     try {
-      st = await stat(path, { bigint: true });
+      st = await fs.stat(path, { bigint: true });
     } catch (err) {
       if (errnoCode(err) === 'ENOENT') return 'skip'; // removed since readdir, or a dangling symlink
       return fail('ReadError', `cannot stat manifest: ${errText(err)}`);
     }
-    if (!st.isFile()) {
+    const notAFile = (directory: boolean): 'skip' => {
       if (!warnedEntries.has(name)) {
         warnedEntries.add(name);
         log.warn(
           { file: path },
-          st.isDirectory()
+          directory
             ? 'not recursing into sub-directory of the manifest path'
             : 'ignoring manifest path entry that is not a regular file',
         );
       }
       return 'skip';
-    }
-    warnedEntries.delete(name);
-    const key = statKey(st);
+    };
+    if (!st.isFile()) return notAFile(st.isDirectory());
     const cached = cache.get(name);
-    if (cached?.key === key) return cached.result;
+    if (cached?.key === statKey(st)) {
+      warnedEntries.delete(name);
+      return cached.result;
+    }
     let result: ParsedManifest;
+    // The key of what was read: the opened file's, which may be newer than the stat above.
+    let key = statKey(st);
     if (st.size > BigInt(MAX_MANIFEST_BYTES)) {
       result = fail('FileTooLarge', `manifest is ${st.size} bytes, the limit is ${MAX_MANIFEST_BYTES}`);
     } else {
       try {
-        const buf = await readCapped(path, MAX_MANIFEST_BYTES);
+        const read = await readCapped(fs, path, MAX_MANIFEST_BYTES);
+        if ('notAFile' in read) return notAFile(false); // replaced since the stat
+        key = statKey(read.st);
         result =
-          buf === 'too-large'
+          read.buf === 'too-large'
             ? fail('FileTooLarge', `manifest is larger than the limit of ${MAX_MANIFEST_BYTES} bytes`)
-            : parseManifestFile(buf.toString('utf8'), path, nodeName);
+            : parseManifestFile(read.buf.toString('utf8'), path, nodeName);
       } catch (err) {
         if (errnoCode(err) === 'ENOENT') return 'skip';
         result = fail('ReadError', `cannot read manifest: ${errText(err)}`);
       }
     }
+    warnedEntries.delete(name);
     // Changed while we read it (a writer mid-way)? Use what we have and look again soon.
-    const after = await stat(path, { bigint: true }).catch(() => undefined);
+    const after = await fs.stat(path, { bigint: true }).catch(() => undefined);
     if (!after || statKey(after) !== key) schedule(debounceMs);
     else cache.set(name, { key, result });
     return result;
@@ -274,6 +320,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     if ('error' in listing) {
       // Keep the last known pods: an unreadable directory says nothing about them.
       ensureWatcher(undefined);
+      problem = listing.error.message;
       publish(snapshot.pods, [listing.error]);
       return;
     }
@@ -308,7 +355,8 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
       const result = await readManifest(name);
       if (stopped) return;
       if (result === 'skip') continue;
-      errors.push(...result.errors);
+      // One by one: a spread of a file's errors into push() overflowed the stack at ~120,000.
+      for (const e of result.errors) errors.push(e);
       if (result.errors.length > 0 || result.pods.length === 0) doubtful = true;
       const file = join(base, name);
       for (const pod of podsOf(name, file, result)) {
@@ -339,7 +387,8 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
         }
       }
     }
-    publish(pods, errors);
+    problem = undefined;
+    publish(pods, errorsPerFile(errors));
     const now = clock.now();
     firstScanMs ??= now;
     lastSyncMs = now;
@@ -373,7 +422,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
         'manifest has errors: keeping the pods it last defined until it reads cleanly or is removed',
       );
     }
-    return [...result.pods, ...kept];
+    return result.pods.concat(kept);
   }
 
   function publish(pods: V1Pod[], errors: SourceError[]): void {
@@ -418,7 +467,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
       if (oldErrors.has(errorKey(e))) continue;
       const pod = e.name !== undefined ? `${e.namespace ?? 'default'}/${e.name}` : undefined;
       log.error(
-        { file: e.file, document: e.document, pod, reason: e.reason },
+        { file: e.file, document: e.document, pod, reason: e.reason, furtherErrors: e.furtherErrors },
         `static pod manifest rejected: ${e.message}`,
       );
     }
@@ -450,6 +499,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
       await running;
     },
     hasSynced: () => synced,
+    problem: () => problem,
     stats: () => ({ lastSyncSeconds: lastSyncMs === undefined ? undefined : lastSyncMs / 1000 }),
     pods: () => [...snapshot.pods],
     errors: () => [...snapshot.errors],

@@ -16,6 +16,8 @@ export interface SourceError {
   name?: string;
   reason: SourceReason;
   message: string;
+  /** How many more errors the same file has (the file source reports one error per file). */
+  furtherErrors?: number;
 }
 
 export interface PodSource {
@@ -26,6 +28,8 @@ export interface PodSource {
   stop(): Promise<void>;
   /** True once a full first read/list succeeded. */
   hasSynced(): boolean;
+  /** Why the source cannot read its input at the moment (its last read failed), for /readyz. */
+  problem?(): string | undefined;
   /**
    * Current snapshot, defaulted, unique by metadata.uid. The objects are
    * shared with the source: treat them as read-only.

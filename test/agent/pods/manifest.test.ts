@@ -4,6 +4,7 @@ import {
   CONFIG_HASH_ANNOTATION,
   CONFIG_SOURCE_ANNOTATION,
   MAX_DOCUMENT_BYTES,
+  MAX_DOCUMENTS,
   MAX_MANIFEST_BYTES,
   MAX_NESTING_DEPTH,
   parseManifestFile,
@@ -393,6 +394,87 @@ describe('manifest limits (refused while parsing, the other documents still coun
           'TooManyVolumes',
           `invalid pod: spec.volumes: Too many: ${MAX_VOLUMES_PER_POD + 1}: must have at most ${MAX_VOLUMES_PER_POD} items (podvol's limit per pod)`,
         ],
+      ],
+    );
+  });
+});
+
+describe('manifest files as a whole: too many documents, none at all', () => {
+  const reasons = (text: string, file = '/m/pods.yaml') =>
+    parseManifestFile(text, file, 'node-a').errors.map((e) => [e.reason, e.document]);
+
+  test(`a file of more than ${MAX_DOCUMENTS} documents is one TooManyDocuments error, and none of it is read`, () => {
+    // The issue's bomb: 150,000 documents in 900 KB, far under the size limit.
+    const { pods, errors } = parseManifestFile(
+      `${pod('first')}${'---\n{}\n'.repeat(150_000)}`,
+      '/m/bomb.yaml',
+      'n',
+    );
+    assert.deepEqual(pods, [], 'not even the first document is read');
+    assert.equal(errors.length, 1);
+    assert.equal(at(errors, 0).reason, 'TooManyDocuments');
+    assert.equal(at(errors, 0).document, undefined, 'the error is the whole file’s');
+    assert.match(at(errors, 0).message, /more than 1000 documents/);
+    // 10 MiB of bare markers: 2.6 million empty documents.
+    assert.deepEqual(reasons('---\n'.repeat(2_600_000)), [['TooManyDocuments', undefined]]);
+    // A stream of JSON documents is counted too.
+    const json = JSON.stringify(JSON.parse(JSON.stringify({ apiVersion: 'v1', kind: 'Pod' })));
+    assert.deepEqual(
+      reasons(
+        Array(MAX_DOCUMENTS + 1)
+          .fill(json)
+          .join('\n---\n'),
+      ),
+      [['TooManyDocuments', undefined]],
+    );
+  });
+
+  test('the limit is exact: a first document without a marker counts, as do documents after `...`', () => {
+    const notAPod = parseManifestFile('---\n[]\n'.repeat(MAX_DOCUMENTS), '/m/pods.yaml', 'n').errors;
+    assert.equal(notAPod.length, MAX_DOCUMENTS, 'exactly the limit: every document is read');
+    assert.ok(notAPod.every((e) => e.reason === 'NotAPod'));
+    assert.deepEqual(reasons(`[]\n${'---\n[]\n'.repeat(MAX_DOCUMENTS)}`), [['TooManyDocuments', undefined]]);
+    assert.deepEqual(reasons(`${'---\n[]\n'.repeat(MAX_DOCUMENTS)}...\n[]\n`), [
+      ['TooManyDocuments', undefined],
+    ]);
+  });
+
+  test('an empty file, or one of only comments and markers, is EmptyManifest, as kubelet refuses it', () => {
+    for (const text of ['', '\n  \n', '# nothing yet\n', '---\n---\n# c\n']) {
+      assert.deepEqual(reasons(text), [['EmptyManifest', undefined]], JSON.stringify(text));
+    }
+    // Empty documents beside a pod are still skipped, and an empty .json file does not parse.
+    assert.deepEqual(reasons(`---\n${pod('one')}---\n`), []);
+    assert.deepEqual(reasons('', '/m/pod.json'), [['ParseError', 1]]);
+  });
+
+  test('a document of 130,000 bad labels is one InvalidPod error naming the first 32 (it overflowed the stack)', () => {
+    const labels = Object.fromEntries(Array.from({ length: 130_000 }, (_, i) => [`l${i}`, 1]));
+    const doc = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'x', labels },
+      spec: { containers: [{ name: 'a', image: 'b' }] },
+    };
+    const { errors } = parseManifestFile(JSON.stringify(doc), '/m/pod.json', 'n');
+    assert.equal(errors.length, 1);
+    assert.equal(at(errors, 0).reason, 'InvalidPod');
+    const message = at(errors, 0).message;
+    assert.match(message, /metadata\.labels\["l0"\]/);
+    assert.match(message, /metadata\.labels\["l31"\]: [^;]*; and 129968 more$/);
+    assert.doesNotMatch(message, /"l32"/);
+  });
+
+  test('broken documents far into a file still name their line', () => {
+    const text = `${'---\nx: 1\n'.repeat(900)}---\nx: [\n---\ny: [\n`;
+    const errors = parseManifestFile(text, '/m/pods.yaml', 'n').errors.filter(
+      (e) => e.reason === 'ParseError',
+    );
+    assert.deepEqual(
+      errors.map((e) => [e.document, e.message.match(/at line \d+/)?.[0]]),
+      [
+        [901, 'at line 1803'],
+        [902, 'at line 1805'],
       ],
     );
   });

@@ -1,10 +1,17 @@
 import assert from 'node:assert/strict';
-import { mkdir, rename, rm, truncate, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { constants } from 'node:fs';
+import * as fsp from 'node:fs/promises';
+import { mkdir, rename, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, type TestContext, test } from 'node:test';
 import { pino } from 'pino';
 import { MAX_MANIFEST_BYTES } from '../../../src/agent/pods/manifest.ts';
-import { createStaticPodSource, isIgnoredManifestName } from '../../../src/agent/pods/static-source.ts';
+import {
+  createStaticPodSource,
+  isIgnoredManifestName,
+  type ManifestFs,
+} from '../../../src/agent/pods/static-source.ts';
 import type { PodSource } from '../../../src/agent/pods/types.ts';
 import { fakeClock } from '../../helpers/fake-clock.ts';
 import { tempDir } from '../../helpers/mountns.ts';
@@ -208,6 +215,163 @@ describe('static pod source', () => {
     await clock.advance(1);
     await waitFor('the first sync after the grace', () => src2.hasSynced());
     assert.equal(src2.errors()[0]?.reason, 'ParseError');
+  });
+
+  test('a manifest rewritten in place is an error while empty, and keeps its pod until the write lands', async (t) => {
+    const dir = await tempDir(t);
+    const file = join(dir, 'web.yaml');
+    await writeFile(file, manifest('web'));
+    const { src } = await startSource(t, dir);
+    const uid = at(src.pods(), 0).metadata?.uid;
+    // A writer that truncates, then writes (as `>` in a shell does), caught in between.
+    await truncate(file, 0);
+    await waitFor('the empty file to be reported', () => src.errors()[0]?.reason === 'EmptyManifest');
+    assert.deepEqual(names(src), ['web-node-a'], 'the pod and its volumes stay');
+    assert.equal(at(src.pods(), 0).metadata?.uid, uid);
+    await writeFile(file, manifest('web', 'app: v2'));
+    await waitFor('the new content', () => src.pods()[0]?.metadata?.labels?.app === 'v2');
+    assert.deepEqual(src.errors(), []);
+  });
+
+  test('a file of 150,000 documents is one TooManyDocuments error and stops nothing else', async (t) => {
+    const dir = await tempDir(t);
+    await writeFile(join(dir, 'a.yaml'), manifest('a'));
+    await writeFile(join(dir, 'bomb.yaml'), '---\n{}\n'.repeat(150_000));
+    const { src, logs } = await startSource(t, dir);
+    assert.deepEqual(names(src), ['a-node-a']);
+    assert.deepEqual(
+      src.errors().map((e) => [e.file, e.reason]),
+      [[join(dir, 'bomb.yaml'), 'TooManyDocuments']],
+    );
+    assert.equal(src.problem?.(), undefined, 'a bad file is not a failed scan');
+    await writeFile(join(dir, 'b.yaml'), manifest('b'));
+    await waitFor('a manifest added later', () => names(src).includes('b-node-a'));
+    assert.equal(logs.filter((l) => l.reason === 'TooManyDocuments').length, 1, 'logged once');
+  });
+
+  test('the errors of a file are one entry and one log line, counting the others', async (t) => {
+    const dir = await tempDir(t);
+    const bad = join(dir, 'bad.yaml');
+    const broken = 'apiVersion: v1\nkind: Pod\nmetadata: {name: broken}\nspec: {}\n';
+    await writeFile(bad, `${manifest('fine')}---\n${broken}---\n{}\n---\nx: [\n`);
+    await writeFile(join(dir, 'other.yaml'), '{}\n');
+    const { src, logs } = await startSource(t, dir);
+    assert.deepEqual(names(src), ['fine-node-a']);
+    assert.deepEqual(
+      src.errors().map((e) => [e.file, e.document, e.reason, e.furtherErrors]),
+      [
+        [bad, 2, 'InvalidPod', 2],
+        [join(dir, 'other.yaml'), 1, 'NotAPod', undefined],
+      ],
+    );
+    const rejected = logs.filter((l) => String(l.msg).startsWith('static pod manifest rejected'));
+    assert.deepEqual(
+      rejected.map((l) => [l.file, l.furtherErrors]),
+      [
+        [bad, 2],
+        [join(dir, 'other.yaml'), undefined],
+      ],
+    );
+  });
+
+  test('a scan that fails is shown in problem() and errors, keeps the pods, and clears when a scan succeeds', async (t) => {
+    const dir = await tempDir(t);
+    await writeFile(join(dir, 'web.yaml'), manifest('web'));
+    const clock = fakeClock(Date.UTC(2026, 0, 1));
+    let failing = false;
+    let unreadable = false;
+    const fs: ManifestFs = {
+      ...fsp,
+      readdir: (async (path: string) => {
+        if (unreadable) throw Object.assign(new Error('permission denied'), { code: 'EACCES' });
+        return fsp.readdir(path);
+      }) as ManifestFs['readdir'],
+    };
+    const src = createStaticPodSource({
+      dir,
+      nodeName: 'node-a',
+      logger: pino({ level: 'silent' }),
+      clock,
+      fs,
+      // Stands for a bug anywhere in a scan: the refusal hook runs inside it.
+      refuse: () => {
+        if (failing) throw new RangeError('Maximum call stack size exceeded');
+        return undefined;
+      },
+    });
+    t.after(() => src.stop());
+    await src.start();
+    assert.equal(src.problem?.(), undefined);
+    failing = true;
+    await clock.advance(1000);
+    await waitFor('the failed scan to show', () => src.problem?.() !== undefined);
+    assert.match(
+      src.problem?.() ?? '',
+      /scanning the manifest path failed: Maximum call stack size exceeded/,
+    );
+    assert.deepEqual(
+      src.errors().map((e) => [e.file, e.reason]),
+      [[dir, 'ScanFailed']],
+    );
+    assert.deepEqual(names(src), ['web-node-a'], 'the pods last read are kept');
+    failing = false;
+    await clock.advance(1000);
+    await waitFor('a good scan to clear it', () => src.problem?.() === undefined);
+    assert.deepEqual(src.errors(), []);
+    // A directory that cannot be read is a problem too, until it can be.
+    unreadable = true;
+    await clock.advance(1000);
+    await waitFor('the unreadable directory to show', () => src.problem?.() !== undefined);
+    assert.match(src.problem?.() ?? '', /cannot read manifest directory: EACCES/);
+    assert.deepEqual(names(src), ['web-node-a']);
+    unreadable = false;
+    await clock.advance(1000);
+    await waitFor('the directory read again', () => src.problem?.() === undefined);
+  });
+
+  // The bug this pins down hangs start() in open(): the timeout turns that into a failure, not a stuck suite.
+  test('a symlink to a FIFO renamed over a manifest after its stat is skipped, never waited on', {
+    timeout: 60_000,
+  }, async (t) => {
+    const dir = await tempDir(t);
+    const file = join(dir, 'web.yaml');
+    await writeFile(file, manifest('web'));
+    await writeFile(join(dir, 'other.yaml'), manifest('other'));
+    const fifo = join(await tempDir(t), 'fifo');
+    execFileSync('mkfifo', [fifo]);
+    // Should the open block after all, a writer opening the FIFO releases it.
+    t.after(async () => {
+      const w = await fsp.open(fifo, constants.O_WRONLY | constants.O_NONBLOCK).catch(() => undefined);
+      await w?.close();
+    });
+    await symlink(fifo, join(dir, '.swap'));
+    let swapped = false;
+    const fs: ManifestFs = {
+      ...fsp,
+      stat: (async (path: string, opts?: { bigint?: boolean }) => {
+        const st = await fsp.stat(path, opts);
+        // The race, made certain: the manifest is checked, then replaced before it is opened.
+        if (path === file && !swapped) {
+          swapped = true;
+          await rename(join(dir, '.swap'), file);
+        }
+        return st;
+      }) as ManifestFs['stat'],
+    };
+    const logs: Record<string, unknown>[] = [];
+    const logger = pino({ level: 'debug' }, { write: (line: string) => logs.push(JSON.parse(line)) });
+    const src = createStaticPodSource({ dir, nodeName: 'node-a', logger, fs });
+    t.after(() => src.stop());
+    await src.start();
+    assert.equal(swapped, true);
+    assert.deepEqual(names(src), ['other-node-a'], 'the scan went on past the FIFO');
+    assert.ok(
+      logs.some(
+        (l) => l.file === file && l.msg === 'ignoring manifest path entry that is not a regular file',
+      ),
+    );
+    await writeFile(join(dir, 'late.yaml'), manifest('late'));
+    await waitFor('a manifest added later', () => names(src).includes('late-node-a'));
   });
 
   test('the same pod defined in two files: the later file is an error', async (t) => {
