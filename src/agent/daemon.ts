@@ -24,6 +24,8 @@ import { type RuntimeServer, startRuntimeServer } from './runtime/server.ts';
 import { runtimeStateOf } from './runtime/state.ts';
 import { TerminationGate } from './runtime/termination.ts';
 import { createVolumeStack } from './volume-stack.ts';
+import { claimNameOf } from './volumemanager/claims.ts';
+import { VOLUME_STATS_PERIOD_MS } from './volumemanager/context.ts';
 import { VolumeManager } from './volumemanager/volume-manager.ts';
 import type { VolumesInUseReporter } from './volumes-in-use.ts';
 
@@ -40,7 +42,7 @@ export interface RunOptions {
   teardownSettlePeriodMs?: number;
   /** kubelet's --sync-frequency: how often remount-requiring volumes are re-rendered. */
   syncFrequencyMs?: number;
-  /** kubelet's --volume-stats-agg-period: how often emptyDir usage is measured; 0 disables it. */
+  /** kubelet's --volume-stats-agg-period: how often emptyDir usage and CSI claims' volume stats are measured; 0 disables it. */
   volumeStatsAggPeriodMs?: number;
   /** mount-utils' systemd-run --scope wrapping: 'auto' probes for systemd, 'off' never wraps. */
   systemdScope?: 'auto' | 'off';
@@ -118,7 +120,8 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
 
   let vm: VolumeManager;
   const podInUse = (uid: string) => vm.podHasVolumes(uid);
-  // kubelet_volume_stats_*: refreshed in the background every sync period, served from this cache.
+  // kubelet_volume_stats_*: refreshed in the background every volume stats period (kubelet's
+  // --volume-stats-agg-period, as its volume stats calculator), served from this cache.
   let volumeStats: VolumeStatsSample[] = [];
   let statsRunning = false;
   const refreshVolumeStats = async () => {
@@ -127,7 +130,8 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     const next: typeof volumeStats = [];
     try {
       for (const v of vm.asw.all()) {
-        const claim = v.spec.volume?.persistentVolumeClaim?.claimName;
+        // A generic ephemeral volume's claim (<pod>-<volume>) too, as kubelet labels it.
+        const claim = v.spec.volume && claimNameOf({ metadata: { name: v.podName } }, v.spec.volume);
         if (v.pluginName !== csiPluginName || v.state !== 'mounted' || !claim) continue;
         const s = await csi.volumeStats(v.podUID, v.innerName).catch(() => undefined);
         if (s) next.push({ namespace: v.podNamespace, persistentvolumeclaim: claim, ...s });
@@ -140,6 +144,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   const metrics = createMetrics({
     version: o.version,
     volumeStats: () => volumeStats,
+    emptyDirs: () => vm.stats.samples(),
     volumeCounts: () => {
       const counts = new Map<string, { plugin: string; desired: number; actual: number }>();
       const get = (plugin: string) => {
@@ -301,11 +306,11 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   await vm.start();
   await pluginWatcher.start();
   inUse?.start();
-  const statsTimer = setInterval(
-    () => void refreshVolumeStats(),
-    Math.min(o.syncFrequencyMs ?? 60_000, 60_000),
-  );
-  statsTimer.unref();
+  const statsPeriodMs = o.volumeStatsAggPeriodMs ?? VOLUME_STATS_PERIOD_MS;
+  // 0 disables the measurement, as kubelet's --volume-stats-agg-period 0 (and emptyDir's in volume-stats.ts).
+  const statsTimer =
+    statsPeriodMs > 0 ? setInterval(() => void refreshVolumeStats(), statsPeriodMs) : undefined;
+  statsTimer?.unref();
   for (const s of sources) await s.start();
   vm.podsChanged();
   log.info(

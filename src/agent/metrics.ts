@@ -5,6 +5,7 @@ import type { Registry } from 'prom-client';
 import client from 'prom-client';
 import type { VolumeStatsSummary } from '../plugins/csi/csi-plugin.ts';
 import type { VolumeManagerMetrics } from './volumemanager/context.ts';
+import type { EmptyDirSample } from './volumemanager/volume-stats.ts';
 
 /** kubelet's storage operation buckets (pkg/volume/util/metrics.go). */
 export const storageBuckets = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 25, 50, 120, 300, 600];
@@ -23,6 +24,8 @@ export interface MetricsSources {
   volumeStates(): { plugin: string; state: string; count: number }[];
   /** kubelet_volume_stats_*: the last NodeGetVolumeStats of each mounted claim. */
   volumeStats?(): VolumeStatsSample[];
+  /** podvol_emptydir_*: the last measurement of each mounted emptyDir. */
+  emptyDirs?(): EmptyDirSample[];
   podSources(): {
     source: string;
     pods: number;
@@ -78,23 +81,24 @@ export function createMetrics(src: MetricsSources): Metrics {
       }
     },
   });
-  // kubelet's reconstruction counters: its names and help texts, word for word.
+  // kubelet's reconstruction counters: its names and meaning; the help texts
+  // say podvol, whose startup it is (an operator reading kubelet there looked for kubelet).
   const counter = (name: string, help: string) => new client.Counter({ name, help, registers });
   const reconstructTotal = counter(
     'reconstruct_volume_operations_total',
-    'The number of volumes that were attempted to be reconstructed from the operating system during kubelet startup. This includes both successful and failed reconstruction.',
+    'The number of volumes that were attempted to be reconstructed from the operating system during podvol startup. This includes both successful and failed reconstruction.',
   );
   const reconstructErrors = counter(
     'reconstruct_volume_operations_errors_total',
-    'The number of volumes that failed reconstruction from the operating system during kubelet startup.',
+    'The number of volumes that failed reconstruction from the operating system during podvol startup.',
   );
   const forceCleaned = counter(
     'force_cleaned_failed_volume_operations_total',
-    'The number of volumes that were force cleaned after their reconstruction failed during kubelet startup. This includes both successful and failed cleanups.',
+    'The number of volumes that were force cleaned after their reconstruction failed during podvol startup. This includes both successful and failed cleanups.',
   );
   const forceCleanErrors = counter(
     'force_cleaned_failed_volume_operation_errors_total',
-    'The number of volumes that failed force cleanup after their reconstruction failed during kubelet startup.',
+    'The number of volumes that failed force cleanup after their reconstruction failed during podvol startup.',
   );
   const reconcileDuration = new client.Histogram({
     name: 'podvol_reconcile_duration_seconds',
@@ -184,6 +188,49 @@ export function createMetrics(src: MetricsSources): Metrics {
   statGauge('kubelet_volume_stats_inodes', 'Maximum number of inodes in the volume', (s) => s.inodes);
   statGauge('kubelet_volume_stats_inodes_free', 'Number of free inodes in the volume', (s) => s.inodesFree);
   statGauge('kubelet_volume_stats_inodes_used', 'Number of used inodes in the volume', (s) => s.inodesUsed);
+  // emptyDir usage against sizeLimit, which kubelet keeps to its eviction manager (no metric).
+  // Labelled with the pod's name: a UID is a new series for every pod and means nothing in an alert.
+  /**
+   * One sample per (namespace, pod, volume): two pods of one name (a pod
+   * recreated while the old one's volumes are still mounted) would otherwise
+   * pair one's usage with the other's limit. The fuller one is kept, the one
+   * an alert is about.
+   */
+  const emptyDirSamples = (): EmptyDirSample[] => {
+    const fill = (s: EmptyDirSample) => (s.sizeLimitBytes ? s.usedBytes / s.sizeLimitBytes : 0);
+    const byName = new Map<string, EmptyDirSample>();
+    for (const s of src.emptyDirs?.() ?? []) {
+      const k = `${s.namespace}\0${s.pod}\0${s.volume}`;
+      const prev = byName.get(k);
+      if (!prev || fill(s) > fill(prev) || (fill(s) === fill(prev) && s.usedBytes > prev.usedBytes))
+        byName.set(k, s);
+    }
+    return [...byName.values()];
+  };
+  const emptyDirGauge = (name: string, help: string, pick: (s: EmptyDirSample) => number | undefined) =>
+    new client.Gauge({
+      name,
+      help,
+      labelNames: ['namespace', 'pod', 'volume'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of emptyDirSamples()) {
+          const v = pick(s);
+          if (v !== undefined) this.set({ namespace: s.namespace, pod: s.pod, volume: s.volume }, v);
+        }
+      },
+    });
+  emptyDirGauge(
+    'podvol_emptydir_used_bytes',
+    'Bytes used by a mounted emptyDir volume at its last measurement (every --volume-stats-agg-period)',
+    (s) => s.usedBytes,
+  );
+  emptyDirGauge(
+    'podvol_emptydir_size_limit_bytes',
+    'The sizeLimit of a mounted emptyDir volume in bytes (only for volumes with one)',
+    (s) => s.sizeLimitBytes,
+  );
   const csiOps = storageHistogram(
     'csi_operations_seconds',
     'Container Storage Interface operation duration with gRPC error code status total',

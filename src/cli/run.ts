@@ -195,7 +195,7 @@ export function runCommand(program: Command): void {
     .addOption(
       new Option(
         '--volume-stats-agg-period <duration>',
-        "how often emptyDir usage is measured for /status and sizeLimit (kubelet's flag; 0s disables it)",
+        "how often emptyDir usage and CSI claims' volume stats are measured for /status and /metrics (kubelet's flag; 0s disables it)",
       )
         .env('PODVOL_VOLUME_STATS_AGG_PERIOD')
         .default(VOLUME_STATS_PERIOD_MS, formatDuration(VOLUME_STATS_PERIOD_MS))

@@ -802,8 +802,48 @@ csiTest(
     const c = await csiCluster(t, { driver: { capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS'] } });
     createClaim(c, 'stats');
     claimPod(c, 'web', 'stats');
-    const p = await c.start(['--sync-frequency', '1s']);
+    // A generic ephemeral volume: kubelet labels its stats with the pod-owned claim <pod>-<volume>.
+    const gen = c.api.store.create('pods', {
+      metadata: { name: 'gen', namespace: 'default' },
+      spec: {
+        nodeName: 'testnode',
+        containers: [{ name: 'app', image: 'busybox', volumeMounts: [{ name: 'data', mountPath: '/s' }] }],
+        volumes: [
+          {
+            name: 'data',
+            ephemeral: {
+              volumeClaimTemplate: {
+                spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+              },
+            },
+          },
+        ],
+      },
+      status: { phase: 'Running' },
+    });
+    const owned = c.api.store.create('persistentvolumeclaims', {
+      metadata: {
+        name: 'gen-data',
+        namespace: 'default',
+        ownerReferences: [
+          { apiVersion: 'v1', kind: 'Pod', name: 'gen', uid: gen.metadata?.uid, controller: true },
+        ],
+      },
+      spec: { accessModes: ['ReadWriteOnce'], volumeName: 'pv-gen-data' },
+      status: { phase: 'Bound' },
+    });
+    c.api.store.create('persistentvolumes', {
+      metadata: { name: 'pv-gen-data' },
+      spec: {
+        accessModes: ['ReadWriteOnce'],
+        claimRef: { namespace: 'default', name: 'gen-data', uid: owned.metadata?.uid },
+        csi: { driver: DRIVER, volumeHandle: 'handle-gen-data' },
+      },
+    });
+    // kubelet refreshes volume stats every --volume-stats-agg-period (not --sync-frequency, left at 1m).
+    const p = await c.start(['--volume-stats-agg-period', '1s']);
     await mounted(p, 'web');
+    await mounted(p, 'gen');
     const metric = async (re: RegExp) => re.exec((await p.get('/metrics')).body) ?? undefined;
     const cap = await waitFor('volume stats', () =>
       metric(
@@ -816,10 +856,14 @@ csiTest(
         /^kubelet_volume_stats_inodes_used\{namespace="default",persistentvolumeclaim="stats"\} \d+/m,
       ),
     );
+    await waitFor('ephemeral claim stats', () =>
+      metric(/^kubelet_volume_stats_used_bytes\{namespace="default",persistentvolumeclaim="gen-data"\} \d+/m),
+    );
+    // One NodePublishVolume per pod.
     assert.ok(
       await metric(
         new RegExp(
-          `^csi_operations_seconds_count\\{driver_name="${DRIVER.replaceAll('.', '\\.')}",method_name="/csi\\.v1\\.Node/NodePublishVolume",grpc_status_code="OK",migrated="false"\\} 1$`,
+          `^csi_operations_seconds_count\\{driver_name="${DRIVER.replaceAll('.', '\\.')}",method_name="/csi\\.v1\\.Node/NodePublishVolume",grpc_status_code="OK",migrated="false"\\} 2$`,
           'm',
         ),
       ),

@@ -19,3 +19,51 @@ test('volume_manager_total_volumes has no zero-valued series, as kubelet collect
     'volume_manager_total_volumes{plugin_name="kubernetes.io/secret",state="actual_state_of_world"} 1',
   ]);
 });
+
+test('emptyDir usage and sizeLimit per namespace, pod name and volume; a limit series only where there is a limit', async () => {
+  const m = createMetrics({
+    version: 't',
+    volumeCounts: () => [],
+    volumeStates: () => [],
+    podSources: () => [],
+    emptyDirs: () => [
+      { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 3_145_728, sizeLimitBytes: 2_097_152 },
+      { namespace: 'shop', pod: 'web-0', volume: 'tmp', usedBytes: 4096 },
+    ],
+  });
+  const series = async (name: string) =>
+    (await m.registry.getSingleMetricAsString(name)).split('\n').filter((l) => l.startsWith(`${name}{`));
+  assert.deepEqual(await series('podvol_emptydir_used_bytes'), [
+    'podvol_emptydir_used_bytes{namespace="shop",pod="web-0",volume="scratch"} 3145728',
+    'podvol_emptydir_used_bytes{namespace="shop",pod="web-0",volume="tmp"} 4096',
+  ]);
+  assert.deepEqual(await series('podvol_emptydir_size_limit_bytes'), [
+    'podvol_emptydir_size_limit_bytes{namespace="shop",pod="web-0",volume="scratch"} 2097152',
+  ]);
+});
+
+test('two pods of one name (one recreated while the old one is still mounted) give one pair of series: the fuller volume', async () => {
+  const m = createMetrics({
+    version: 't',
+    volumeCounts: () => [],
+    volumeStates: () => [],
+    podSources: () => [],
+    emptyDirs: () => [
+      { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 900, sizeLimitBytes: 1000 },
+      { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 1500, sizeLimitBytes: 1000 },
+      { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 1800, sizeLimitBytes: 4000 },
+    ],
+  });
+  const text = await m.registry.metrics();
+  assert.match(text, /^podvol_emptydir_used_bytes\{[^}]*\} 1500$/m);
+  assert.match(text, /^podvol_emptydir_size_limit_bytes\{[^}]*\} 1000$/m);
+  assert.equal(text.match(/^podvol_emptydir_used_bytes\{/gm)?.length, 1);
+});
+
+test("the reconstruction counters' help texts name podvol, whose startup it is", async () => {
+  const text = await metricsWith([]).registry.metrics();
+  const help = text.split('\n').filter((l) => /^# HELP (reconstruct|force_cleaned)_/.test(l));
+  assert.equal(help.length, 4);
+  for (const l of help) assert.match(l, /during podvol startup/);
+  assert.doesNotMatch(text, /kubelet startup/);
+});

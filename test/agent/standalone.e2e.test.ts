@@ -123,7 +123,28 @@ mountTest('volumes appear with kubelet layout, modes, sizes and symlinks', async
   assert.equal((await stat(join(info, 'cpu'))).mode & 0o777, 0o400);
 
   assert.equal((await p.get('/readyz')).status, 200);
-  const metrics = (await p.get('/metrics')).body;
+  // Each emptyDir is measured once when it is mounted: its usage under the pod's name, its sizeLimit in bytes.
+  const metrics = await waitFor('emptyDir usage in /metrics', async () => {
+    const body = (await p.get('/metrics')).body;
+    return /^podvol_emptydir_used_bytes\{namespace="default",pod="web-testnode",volume="fast"\} \d+$/m.test(
+      body,
+    )
+      ? body
+      : undefined;
+  });
+  assert.match(
+    metrics,
+    /^podvol_emptydir_used_bytes\{namespace="default",pod="web-testnode",volume="scratch"\} \d+$/m,
+  );
+  assert.match(
+    metrics,
+    /^podvol_emptydir_size_limit_bytes\{namespace="default",pod="web-testnode",volume="fast"\} 33554432$/m,
+  );
+  assert.doesNotMatch(
+    metrics,
+    /^podvol_emptydir_size_limit_bytes\{[^}]*volume="scratch"/m,
+    'scratch has no sizeLimit',
+  );
   assert.match(
     metrics,
     /storage_operation_duration_seconds_count\{volume_plugin="kubernetes.io\/empty-dir",operation_name="volume_mount",status="success",migrated="false"\} 2/,

@@ -89,13 +89,15 @@ describe('deploy/prometheus/dashboard.json', () => {
 });
 
 describe('deploy/prometheus/alerts.yaml', () => {
-  test('covers failing operations, stuck volumes, a stale pod watch and reconstruction errors', () => {
+  test('covers failing operations, stuck volumes, a stale pod watch, reconstruction errors, a claim almost full and an emptyDir over its sizeLimit', () => {
     const names = rules.map((r) => r.alert);
     for (const a of [
       'PodvolVolumeOperationsFailing',
       'PodvolVolumesStuckNotReady',
       'PodvolPodWatchStale',
       'PodvolReconstructionErrors',
+      'PodvolVolumeAlmostFull',
+      'PodvolEmptyDirOverSizeLimit',
     ]) {
       assert.ok(names.includes(a), a);
     }

@@ -20,13 +20,19 @@ import type { Terminating } from './status.ts';
  */
 export const VOLUME_STATS_PERIOD_MS = 60_000;
 
+/**
+ * The operation_name of storage_operation_duration_seconds and the operation
+ * of podvol_operation_errors_total. kubelet's names, and volume_refresh:
+ * SetUp of a volume that is already mounted (configMap, secret, downwardAPI
+ * and projected files re-rendered every --sync-frequency or when an object
+ * changes, a CSI driver's requiresRepublish), which kubelet counts as
+ * volume_mount. Apart, the refreshes (one a minute per such volume by
+ * default) no longer hide a node's real mounts in the same series.
+ */
+export type OperationName = 'volume_mount' | 'volume_refresh' | 'volume_unmount' | 'volume_fs_resize';
+
 export interface VolumeManagerMetrics {
-  operation(
-    plugin: string,
-    operation: 'volume_mount' | 'volume_unmount' | 'volume_fs_resize',
-    ok: boolean,
-    seconds: number,
-  ): void;
+  operation(plugin: string, operation: OperationName, ok: boolean, seconds: number): void;
   operationError(operation: string, reason: VolumeReason): void;
   reconcile(seconds: number): void;
   reconstructed(ok: boolean): void;

@@ -9,7 +9,7 @@ import type { VolumeReason } from '../../reasons.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
 import { relativeBeneath, withHeldDirs } from '../../volumehost/safe-fs.ts';
 import type { MountedVolume } from './actual-state.ts';
-import type { VolumeManagerContext } from './context.ts';
+import type { OperationName, VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
 import { markPodOwned, removeRecord, writeRecord } from './records.ts';
 
@@ -27,7 +27,7 @@ export type OperationContext = Pick<
 function startOperation(
   ctx: Pick<OperationContext, 'logger' | 'metrics'>,
   pluginName: string,
-  operation: 'volume_mount' | 'volume_unmount' | 'volume_fs_resize',
+  operation: OperationName,
   log: Record<string, unknown>,
 ) {
   const t0 = performance.now();
@@ -120,7 +120,12 @@ async function mountVolumeSteps(
     plugin: pluginName,
   };
   if (prev) prev.remountRequired = false;
-  const op = startOperation(ctx, pluginName, 'volume_mount', log);
+  const op = startOperation(
+    ctx,
+    pluginName,
+    prev?.state === 'mounted' ? 'volume_refresh' : 'volume_mount',
+    log,
+  );
   const base: MountedVolume = {
     key: d.key,
     podUID: d.podUID,

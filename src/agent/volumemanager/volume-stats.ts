@@ -18,11 +18,23 @@ export interface EmptyDirUsage {
   usedBytes: number;
   /** The emptyDir's sizeLimit as Quantity.String() prints it, when it has one. */
   sizeLimit?: string;
+  /** The sizeLimit in bytes (podvol_emptydir_size_limit_bytes). */
+  sizeLimitBytes?: number;
   /** Set while the volume uses more than its sizeLimit: kubelet's eviction message. */
   exceeded?: string;
   /** Set while a filesystem mounted at or below the volume does not answer (FilesystemUnresponsive). */
   unresponsive?: string;
   measuredAt: number;
+}
+
+/** One mounted emptyDir's last measured usage, named as an operator knows it: the pod's name, not its UID. */
+export interface EmptyDirSample {
+  namespace: string;
+  pod: string;
+  volume: string;
+  usedBytes: number;
+  /** The sizeLimit in bytes, when the volume has one. */
+  sizeLimitBytes?: number;
 }
 
 function limitOf(sizeLimit: unknown): { bytes: bigint; text: string } | undefined {
@@ -80,6 +92,27 @@ export class EmptyDirStats {
       .finally(() => {
         this.#running = undefined;
       });
+  }
+
+  /**
+   * The last measurement of every mounted emptyDir (podvol_emptydir_*). Not
+   * a volume below which a filesystem does not answer: its usage is not
+   * known (/status says why).
+   */
+  samples(): EmptyDirSample[] {
+    return this.#mounted().flatMap((v) => {
+      const u = this.#usage.get(v.key);
+      if (!u || u.unresponsive) return [];
+      return [
+        {
+          namespace: v.podNamespace,
+          pod: v.podName,
+          volume: v.volumeName,
+          usedBytes: u.usedBytes,
+          ...(u.sizeLimitBytes !== undefined ? { sizeLimitBytes: u.sizeLimitBytes } : {}),
+        },
+      ];
+    });
   }
 
   #mounted() {
@@ -151,7 +184,7 @@ export class EmptyDirStats {
       }
       this.#usage.set(v.key, {
         usedBytes,
-        ...(limit ? { sizeLimit: limit.text } : {}),
+        ...(limit ? { sizeLimit: limit.text, sizeLimitBytes: Number(limit.bytes) } : {}),
         ...(exceeded ? { exceeded } : {}),
         measuredAt: this.#now(),
       });

@@ -94,3 +94,28 @@ test('a mount table that cannot be read leaves usage unmeasured until it can, an
   assert.equal(typeof volume('free')?.usedBytes, 'number');
   assert.equal(reads, 1, 'one read of the mount table for both volumes');
 });
+
+test("the metrics' samples: each mounted emptyDir's last measurement under its pod's name, the limit in bytes, gone with the pod", async (t) => {
+  let clock = 1_000_000;
+  const { root, vm, setPods, setReady, settle } = await harness(t, [pod], { now: () => clock });
+  setReady(true);
+  await settle();
+  await writeFile(
+    join(root, 'pods/stats-1/volumes/kubernetes.io~empty-dir/small', 'big'),
+    Buffer.alloc(64 * 1024, 1),
+  );
+  clock += 60_000;
+  await settle();
+  const samples = vm.stats.samples().sort((a, b) => a.volume.localeCompare(b.volume));
+  assert.deepEqual(
+    samples.map(({ usedBytes, ...s }) => s),
+    [
+      { namespace: 'default', pod: 'p-stats-1', volume: 'free' },
+      { namespace: 'default', pod: 'p-stats-1', volume: 'small', sizeLimitBytes: 16 * 1024 },
+    ],
+  );
+  assert.ok((at(samples, 1).usedBytes ?? 0) >= 64 * 1024, JSON.stringify(samples));
+  setPods([]);
+  await settle();
+  assert.deepEqual(vm.stats.samples(), []);
+});
