@@ -97,7 +97,14 @@ async function updateDriverSpec(c: Cluster, spec: Record<string, unknown>): Prom
 function createClaim(
   c: Cluster,
   name: string,
-  pv: { handle?: string; accessModes?: string[]; fsType?: string; attributes?: Record<string, string> } = {},
+  pv: {
+    handle?: string;
+    accessModes?: string[];
+    fsType?: string;
+    attributes?: Record<string, string>;
+    /** The PV's spec.csi.readOnly (ControllerPublishVolume's, not NodePublishVolume's). */
+    readOnly?: boolean;
+  } = {},
 ) {
   const pvName = `pv-${name}`;
   const claim = c.api.store.create('persistentvolumeclaims', {
@@ -119,6 +126,7 @@ function createClaim(
         driver: DRIVER,
         volumeHandle: pv.handle ?? `handle-${name}`,
         ...(pv.fsType ? { fsType: pv.fsType } : {}),
+        ...(pv.readOnly !== undefined ? { readOnly: pv.readOnly } : {}),
         volumeAttributes: pv.attributes ?? { 'attr.example/size': 'small' },
       },
       mountOptions: ['noatime'],
@@ -527,6 +535,39 @@ csiTest(
       access_mode: { mode: 'SINGLE_NODE_SINGLE_WRITER' },
       access_type: 'mount',
     });
+  },
+);
+
+csiTest(
+  "readonly: only the pod's claim makes NodePublishVolume read-only, not the PV's csi.readOnly; fsGroup is applied to a PV marked readOnly",
+  async (t) => {
+    const c = await csiCluster(t, { csiDriver: { fsGroupPolicy: 'File' } });
+    // The same PV flag on both; only the second pod's claim reference says readOnly.
+    const rw = createClaim(c, 'rw', { readOnly: true });
+    const ro = createClaim(c, 'ro', { readOnly: true });
+    const podRw = claimPod(c, 'prw', 'rw', { securityContext: { fsGroup: 4321 } });
+    const podRo = c.api.store.create('pods', {
+      metadata: { name: 'pro', namespace: 'default' },
+      spec: {
+        nodeName: 'testnode',
+        securityContext: { fsGroup: 4321 },
+        containers: [{ name: 'app', image: 'busybox', volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
+        volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'ro', readOnly: true } }],
+      },
+      status: { phase: 'Running' },
+    });
+    const p = await c.start();
+    await mounted(p, 'prw');
+    await mounted(p, 'pro');
+    const publishOf = (handle: string) =>
+      c.calls().find((x) => x.method === 'NodePublishVolume' && x.request.volume_id === handle);
+    assert.equal(publishOf(rw.handle)?.request.readonly, false);
+    assert.equal(publishOf(ro.handle)?.request.readonly, true);
+    const mountOf = (pod: { metadata?: { uid?: string } }, pv: string) =>
+      join(c.root, 'pods', uidOf(pod), 'volumes', 'kubernetes.io~csi', pv, 'mount');
+    // The driver bound it read-write, so the group is podvol's to apply, as kubelet does.
+    assert.equal((await stat(mountOf(podRw, rw.pvName))).gid, 4321);
+    assert.notEqual((await stat(mountOf(podRo, ro.pvName))).gid, 4321, 'a read-only mount is not chowned');
   },
 );
 

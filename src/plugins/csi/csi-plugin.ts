@@ -118,6 +118,17 @@ function inlineSource(spec: Spec): V1CSIVolumeSource | undefined {
   return spec.persistentVolume ? undefined : spec.volume?.csi;
 }
 
+/**
+ * kubelet's NewMounter: a PersistentVolume is read-only only when the pod's
+ * claim reference says so (spec.readOnly); the PV's own csi.readOnly is the
+ * attach/detach controller's, passed to ControllerPublishVolume, and never
+ * reaches NodePublishVolume. An inline volume: its csi.readOnly.
+ */
+function readOnlyOf(spec: Spec): boolean {
+  if (pvSource(spec)) return spec.readOnly;
+  return inlineSource(spec)?.readOnly === true;
+}
+
 function sourceOf(spec: Spec, podUID: string, podNamespace: string): Source {
   const pv = pvSource(spec);
   if (pv) {
@@ -125,7 +136,7 @@ function sourceOf(spec: Spec, podUID: string, podNamespace: string): Source {
       driver: pv.driver,
       handle: pv.volumeHandle,
       mode: 'Persistent',
-      readOnly: spec.readOnly || pv.readOnly === true,
+      readOnly: readOnlyOf(spec),
       fsType: pv.fsType ?? '',
       mountOptions: spec.persistentVolume?.spec?.mountOptions ?? [],
       accessModes: spec.persistentVolume?.spec?.accessModes ?? [],
@@ -141,7 +152,7 @@ function sourceOf(spec: Spec, podUID: string, podNamespace: string): Source {
     driver: inline.driver,
     handle: ephemeralVolumeHandle(podUID, spec.volume?.name ?? ''),
     mode: 'Ephemeral',
-    readOnly: spec.readOnly || inline.readOnly === true,
+    readOnly: readOnlyOf(spec),
     fsType: inline.fsType ?? '',
     mountOptions: [],
     accessModes: ['ReadWriteOnce'],
@@ -606,7 +617,9 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     }
 
     getAttributes(): Attributes {
-      return { readOnly: this.#spec.readOnly, managed: !this.#spec.readOnly, selinuxRelabel: false };
+      // kubelet's GetAttributes: the mounter's readOnly, the one NodePublishVolume got.
+      const readOnly = readOnlyOf(this.#spec);
+      return { readOnly, managed: !readOnly, selinuxRelabel: false };
     }
 
     setUp(args: MounterArgs): Promise<void> {
