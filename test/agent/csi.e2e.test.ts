@@ -865,7 +865,11 @@ csiTest(
         ),
       ),
     );
-    assert.ok(c.calls().some((x) => x.method === 'NodeGetVolumeStats' && x.code === 0));
+    const stats = c.calls().find((x) => x.method === 'NodeGetVolumeStats' && x.code === 0);
+    assert.ok(stats);
+    // kubelet's request: the volume and the pod's target path, no staging path (proto default '').
+    assert.equal(stats.request.staging_target_path, '');
+    assert.match(String(stats.request.volume_path), /\/volumes\/kubernetes\.io~csi\/pv-[^/]+\/mount$/);
   },
 );
 

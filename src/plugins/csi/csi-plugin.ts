@@ -948,11 +948,9 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       const handle = data[volDataKey.volHandle] ?? '';
       const client = clientFor(driver);
       if (!(await capabilities(client)).has('GET_VOLUME_STATS')) return undefined;
-      const staging =
-        data[volDataKey.volumeLifecycleMode] === 'Ephemeral' ? '' : stagingPath(pluginDir(), driver, handle);
       let res: Awaited<ReturnType<CSIClient['nodeGetVolumeStats']>>;
       try {
-        res = await client.nodeGetVolumeStats(handle, join(dir, 'mount'), staging);
+        res = await client.nodeGetVolumeStats(handle, join(dir, 'mount'));
       } catch (err) {
         throw rpcError('NodeGetVolumeStats', err);
       }
