@@ -572,6 +572,35 @@ csiTest(
 );
 
 csiTest(
+  'a driver without STAGE_UNSTAGE_VOLUME: no NodeStage, yet globalmount (0750) and its vol_data.json as kubelet, gone after the pod',
+  async (t) => {
+    const c = await csiCluster(t, { driver: { capabilities: [] } });
+    const { handle } = createClaim(c, 'nostage');
+    claimPod(c, 'pns', 'nostage');
+    const p = await c.start();
+    await mounted(p, 'pns');
+    const stagingDir = join(c.root, 'plugins', 'kubernetes.io', 'csi', DRIVER, sha256Hex(handle));
+    // kubelet's MountDevice makes both before it asks whether the driver stages.
+    assert.equal((await stat(join(stagingDir, 'globalmount'))).mode & 0o777, 0o750);
+    assert.equal(
+      await readFile(join(stagingDir, 'vol_data.json'), 'utf8'),
+      `{"driverName":"${DRIVER}","volumeHandle":"${handle}"}\n`,
+    );
+    assert.deepEqual(
+      methods(c).map((x) => x.method),
+      ['NodePublishVolume'],
+    );
+    assert.equal(at(methods(c), 0).request.staging_target_path, '');
+    deletePod(c, 'pns');
+    await waitGone('the staging directory', stagingDir);
+    assert.deepEqual(
+      methods(c).map((x) => x.method),
+      ['NodePublishVolume', 'NodeUnpublishVolume'],
+    );
+  },
+);
+
+csiTest(
   'final versus transient errors: NodeStage retried after both; a final error is never unstaged, a transient one is',
   async (t) => {
     const c = await csiCluster(t);

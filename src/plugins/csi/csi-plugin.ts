@@ -733,7 +733,11 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       }
     }
 
-    /** kubelet's MountDevice: staging json first (even without STAGE_UNSTAGE), then NodeStageVolume. */
+    /**
+     * kubelet's MountDevice: globalmount (0750) and the staging json first, even
+     * without STAGE_UNSTAGE (UnmountDevice reads the json and removes both), then
+     * NodeStageVolume.
+     */
     async #stage(
       client: CSIClient,
       src: Source,
@@ -743,14 +747,13 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     ): Promise<void> {
       const dataDir = stagingDataDir(pluginDir(), src.driver, src.handle);
       const globalmount = join(dataDir, 'globalmount');
-      await mkdir(dataDir, { recursive: true, mode: 0o750 });
+      await mkdir(globalmount, { recursive: true, mode: 0o750 });
       await saveVolumeData(dataDir, {
         [volDataKey.volHandle]: src.handle,
         [volDataKey.driverName]: src.driver,
       });
       index.addStaged(src.driver, src.handle);
       if (!caps.has('STAGE_UNSTAGE_VOLUME')) return;
-      await mkdir(globalmount, { recursive: true, mode: 0o750 });
       const secrets = await secretData(src.stageSecretRef);
       try {
         await client.nodeStageVolume({
