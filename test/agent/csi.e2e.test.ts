@@ -197,6 +197,9 @@ csiTest(
     );
     assert.equal((await stat(stagingDir)).mode & 0o777, 0o750);
     assert.equal((await stat(dir)).mode & 0o777, 0o750);
+    // kubelet's os.Create under its umask 022.
+    assert.equal((await stat(join(dir, 'vol_data.json'))).mode & 0o777, 0o644);
+    assert.equal((await stat(join(stagingDir, 'vol_data.json'))).mode & 0o777, 0o644);
 
     // The data really is the driver's backing directory, through both mounts.
     await writeFile(join(dir, 'mount', 'hello'), 'world');
