@@ -92,6 +92,13 @@ export interface CSIPluginOptions {
   volumesReportedInUse?: () => ReadonlySet<string>;
   /** csi_operations_seconds, per driver. */
   observe?: (driver: string, method: string, code: string, seconds: number) => void;
+  /**
+   * The specs the desired state of the world wants mounted now. A volume one
+   * of them names is not unstaged even when no pod has it published yet, as
+   * kubelet's reconciler unmounts a device only once the desired state no
+   * longer has the volume (a pod about to mount it would stage it again).
+   */
+  desiredVolumes?: () => Iterable<Spec | undefined>;
 }
 
 type LifecycleMode = 'Persistent' | 'Ephemeral';
@@ -452,12 +459,26 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     index.removeStaged(driver, handle);
   }
 
-  /** NodeUnstageVolume when no pod uses the volume, then globalmount and its json go. Holds the device lock. */
+  /** Whether a pod the desired state has wants this persistent volume (published or not yet). */
+  function desired(driver: string, handle: string): boolean {
+    for (const spec of o.desiredVolumes?.() ?? []) {
+      const pv = spec && pvSource(spec);
+      if (pv?.driver === driver && pv.volumeHandle === handle) return true;
+    }
+    return false;
+  }
+
+  /**
+   * NodeUnstageVolume when no pod uses the volume and the desired state no
+   * longer wants it, then globalmount and its json go. Holds the device lock.
+   * A volume kept staged here is unstaged by the housekeeping sweep
+   * (cleanupOrphanedStagedVolumes) once nothing wants it.
+   */
   async function unstageIfUnused(driver: string, handle: string): Promise<boolean> {
     const key = uniqueVolumeName(driver, handle);
     await index.load();
     return deviceLock.run(key, async () => {
-      if ((await index.users(driver, handle)).length > 0) return false;
+      if ((await index.users(driver, handle)).length > 0 || desired(driver, handle)) return false;
       const dataDir = stagingDataDir(pluginDir(), driver, handle);
       const data = await loadVolumeData(dataDir);
       if (!data) {
