@@ -628,6 +628,25 @@ csiTest(
       3,
       'retried until it worked',
     );
+    // kubelet's Events: the step that failed, the PersistentVolume's name, the driver's status as it came.
+    const eventMessages = () =>
+      c.api.store.list('events', 'default').map((e) => (e as { message?: string }).message ?? '');
+    await waitFor('the MountDevice event', () =>
+      eventMessages().includes(
+        `MountVolume.MountDevice failed for volume "${fin.pvName}" : rpc error: code = FailedPrecondition desc = not ready`,
+      ),
+    );
+    const pub = createClaim(c, 'pub');
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.errors = { NodePublishVolume: { code: 13, message: 'boom', times: 1 } };
+    });
+    claimPod(c, 'ppub', 'pub');
+    await mounted(p, 'ppub');
+    await waitFor('the SetUp event', () =>
+      eventMessages().includes(
+        `MountVolume.SetUp failed for volume "${pub.pvName}" : rpc error: code = Internal desc = boom`,
+      ),
+    );
 
     // A final error, then the pod goes away: nothing was staged, so no NodeUnstage.
     const fin2 = createClaim(c, 'fin2');

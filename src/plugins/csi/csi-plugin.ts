@@ -196,12 +196,22 @@ export function supportsFSGroup(
   return (accessModes ?? []).includes('ReadWriteOnce');
 }
 
-/** A CSI gRPC failure as a VolumeError: final (the driver refused) or uncertain (it may still be working). */
-function rpcError(call: string, err: unknown): VolumeError {
+/**
+ * A CSI gRPC failure as a VolumeError: final (the driver refused) or uncertain
+ * (it may still be working). The Event carries the driver's status as it came
+ * (`rpc error: code = Internal desc = ...`), as kubelet's does; the log and
+ * /status name the call too.
+ */
+function rpcError(call: string, err: unknown, step?: 'MountDevice'): VolumeError {
+  const described = describeGrpcError(err);
   return new VolumeError(
     isFinalError(err) ? 'CSICallFailed' : 'CSICallUncertain',
-    `${call} failed: ${describeGrpcError(err)}`,
-    { cause: err },
+    `${call} failed: ${described}`,
+    {
+      cause: err,
+      step,
+      eventMessage: described,
+    },
   );
 }
 
@@ -785,7 +795,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       } catch (err) {
         // Final: nothing is staged, remove what we made. Uncertain: keep it, so a teardown unstages.
         if (isFinalError(err)) await removeStagingDir(src.driver, src.handle).catch(() => {});
-        throw rpcError('NodeStageVolume', err);
+        throw rpcError('NodeStageVolume', err, 'MountDevice');
       }
     }
 
