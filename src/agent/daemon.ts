@@ -8,6 +8,7 @@ import { resolve } from 'node:path';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
+import type { Spec } from '../plugins/types.ts';
 import { createSubPather } from '../volumehost/subpath.ts';
 import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
 import type { Cluster } from './cluster.ts';
@@ -81,6 +82,8 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   let inUse: VolumesInUseReporter | undefined;
   // The CSI plugin reports to the metrics created below (they need the volume manager, which needs the plugins).
   let observeCSI: (driver: string, method: string, code: string, seconds: number) => void = () => {};
+  // The desired state's specs, for the CSI plugin's unstage decision (set once the volume manager exists).
+  let desiredVolumes: () => Iterable<Spec | undefined> = () => [];
   const { mounter, pluginMgr, host, drivers, csi, pluginWatcher } = createVolumeStack({
     rootDir,
     nodeName: o.nodeName,
@@ -90,6 +93,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     mounter: o.mounter,
     volumesReportedInUse: () => inUse?.reported() ?? new Set(),
     observeCSI: (driver, method, code, seconds) => observeCSI(driver, method, code, seconds),
+    desiredVolumes: () => desiredVolumes(),
     csiNodeInfo: o.cluster?.csiNodeInfo,
     hostRoot: o.hostRoot,
   });
@@ -204,6 +208,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
         log.info({ volume: v }, 'unstaged orphaned CSI volume');
     },
   });
+  desiredVolumes = () => vm.dsw.volumesToMount().map((d) => d.spec);
   if (o.cluster) {
     // Imported here: it needs the Kubernetes client, which standalone mode never loads.
     const { VolumesInUseReporter } = await import('./volumes-in-use.ts');

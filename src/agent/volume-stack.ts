@@ -36,6 +36,8 @@ export interface VolumeStackOptions {
   volumesReportedInUse?: CSIOptions['volumesReportedInUse'];
   /** CSI: per-call observation (metrics). */
   observeCSI?: CSIOptions['observe'];
+  /** CSI: the specs the desired state wants mounted (no unstage while one wants the volume); none for drain. */
+  desiredVolumes?: CSIOptions['desiredVolumes'];
   /** CSI: the CSINode/annotation manager a driver's registration updates; none without a cluster. */
   csiNodeInfo?: NodeInfoManager;
 }
@@ -75,6 +77,7 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
     proto: csiProto,
     volumesReportedInUse: o.volumesReportedInUse ?? (() => new Set()),
     observe: o.observeCSI,
+    desiredVolumes: o.desiredVolumes,
   });
   pluginMgr.initPlugins([...probeVolumePlugins(), csi], host);
   // kubelet's plugin manager: CSI drivers register through <root>/plugins_registry.

@@ -89,10 +89,24 @@ export const isNodeExpandable = (p: VolumePlugin): p is NodeExpandableVolumePlug
 /** An error that knows its reason, one of the catalogue in src/reasons.ts. */
 export class VolumeError extends Error {
   readonly reason: VolumeReason;
-  constructor(reason: VolumeReason, message: string, options?: { cause?: unknown }) {
+  /**
+   * kubelet's step of the mount operation that failed, the prefix of its Event
+   * (`MountVolume.<step> failed for volume ...`): 'MountDevice' for a device
+   * mount (NodeStageVolume); unset for SetUp.
+   */
+  readonly step?: 'MountDevice';
+  /** The error as kubelet's Event shows it (a driver's gRPC status as it came), when podvol's message adds to it. */
+  readonly eventMessage?: string;
+  constructor(
+    reason: VolumeReason,
+    message: string,
+    options?: { cause?: unknown; step?: 'MountDevice'; eventMessage?: string },
+  ) {
     super(message, options);
     this.name = 'VolumeError';
     this.reason = reason;
+    this.step = options?.step;
+    this.eventMessage = options?.eventMessage;
   }
 }
 

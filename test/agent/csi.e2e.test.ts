@@ -97,7 +97,14 @@ async function updateDriverSpec(c: Cluster, spec: Record<string, unknown>): Prom
 function createClaim(
   c: Cluster,
   name: string,
-  pv: { handle?: string; accessModes?: string[]; fsType?: string; attributes?: Record<string, string> } = {},
+  pv: {
+    handle?: string;
+    accessModes?: string[];
+    fsType?: string;
+    attributes?: Record<string, string>;
+    /** The PV's spec.csi.readOnly (ControllerPublishVolume's, not NodePublishVolume's). */
+    readOnly?: boolean;
+  } = {},
 ) {
   const pvName = `pv-${name}`;
   const claim = c.api.store.create('persistentvolumeclaims', {
@@ -119,6 +126,7 @@ function createClaim(
         driver: DRIVER,
         volumeHandle: pv.handle ?? `handle-${name}`,
         ...(pv.fsType ? { fsType: pv.fsType } : {}),
+        ...(pv.readOnly !== undefined ? { readOnly: pv.readOnly } : {}),
         volumeAttributes: pv.attributes ?? { 'attr.example/size': 'small' },
       },
       mountOptions: ['noatime'],
@@ -189,6 +197,9 @@ csiTest(
     );
     assert.equal((await stat(stagingDir)).mode & 0o777, 0o750);
     assert.equal((await stat(dir)).mode & 0o777, 0o750);
+    // kubelet's os.Create under its umask 022.
+    assert.equal((await stat(join(dir, 'vol_data.json'))).mode & 0o777, 0o644);
+    assert.equal((await stat(join(stagingDir, 'vol_data.json'))).mode & 0o777, 0o644);
 
     // The data really is the driver's backing directory, through both mounts.
     await writeFile(join(dir, 'mount', 'hello'), 'world');
@@ -531,6 +542,68 @@ csiTest(
 );
 
 csiTest(
+  "readonly: only the pod's claim makes NodePublishVolume read-only, not the PV's csi.readOnly; fsGroup is applied to a PV marked readOnly",
+  async (t) => {
+    const c = await csiCluster(t, { csiDriver: { fsGroupPolicy: 'File' } });
+    // The same PV flag on both; only the second pod's claim reference says readOnly.
+    const rw = createClaim(c, 'rw', { readOnly: true });
+    const ro = createClaim(c, 'ro', { readOnly: true });
+    const podRw = claimPod(c, 'prw', 'rw', { securityContext: { fsGroup: 4321 } });
+    const podRo = c.api.store.create('pods', {
+      metadata: { name: 'pro', namespace: 'default' },
+      spec: {
+        nodeName: 'testnode',
+        securityContext: { fsGroup: 4321 },
+        containers: [{ name: 'app', image: 'busybox', volumeMounts: [{ name: 'data', mountPath: '/data' }] }],
+        volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'ro', readOnly: true } }],
+      },
+      status: { phase: 'Running' },
+    });
+    const p = await c.start();
+    await mounted(p, 'prw');
+    await mounted(p, 'pro');
+    const publishOf = (handle: string) =>
+      c.calls().find((x) => x.method === 'NodePublishVolume' && x.request.volume_id === handle);
+    assert.equal(publishOf(rw.handle)?.request.readonly, false);
+    assert.equal(publishOf(ro.handle)?.request.readonly, true);
+    const mountOf = (pod: { metadata?: { uid?: string } }, pv: string) =>
+      join(c.root, 'pods', uidOf(pod), 'volumes', 'kubernetes.io~csi', pv, 'mount');
+    // The driver bound it read-write, so the group is podvol's to apply, as kubelet does.
+    assert.equal((await stat(mountOf(podRw, rw.pvName))).gid, 4321);
+    assert.notEqual((await stat(mountOf(podRo, ro.pvName))).gid, 4321, 'a read-only mount is not chowned');
+  },
+);
+
+csiTest(
+  'a driver without STAGE_UNSTAGE_VOLUME: no NodeStage, yet globalmount (0750) and its vol_data.json as kubelet, gone after the pod',
+  async (t) => {
+    const c = await csiCluster(t, { driver: { capabilities: [] } });
+    const { handle } = createClaim(c, 'nostage');
+    claimPod(c, 'pns', 'nostage');
+    const p = await c.start();
+    await mounted(p, 'pns');
+    const stagingDir = join(c.root, 'plugins', 'kubernetes.io', 'csi', DRIVER, sha256Hex(handle));
+    // kubelet's MountDevice makes both before it asks whether the driver stages.
+    assert.equal((await stat(join(stagingDir, 'globalmount'))).mode & 0o777, 0o750);
+    assert.equal(
+      await readFile(join(stagingDir, 'vol_data.json'), 'utf8'),
+      `{"driverName":"${DRIVER}","volumeHandle":"${handle}"}\n`,
+    );
+    assert.deepEqual(
+      methods(c).map((x) => x.method),
+      ['NodePublishVolume'],
+    );
+    assert.equal(at(methods(c), 0).request.staging_target_path, '');
+    deletePod(c, 'pns');
+    await waitGone('the staging directory', stagingDir);
+    assert.deepEqual(
+      methods(c).map((x) => x.method),
+      ['NodePublishVolume', 'NodeUnpublishVolume'],
+    );
+  },
+);
+
+csiTest(
   'final versus transient errors: NodeStage retried after both; a final error is never unstaged, a transient one is',
   async (t) => {
     const c = await csiCluster(t);
@@ -554,6 +627,25 @@ csiTest(
       c.calls().filter((x) => x.method === 'NodeStageVolume').length,
       3,
       'retried until it worked',
+    );
+    // kubelet's Events: the step that failed, the PersistentVolume's name, the driver's status as it came.
+    const eventMessages = () =>
+      c.api.store.list('events', 'default').map((e) => (e as { message?: string }).message ?? '');
+    await waitFor('the MountDevice event', () =>
+      eventMessages().includes(
+        `MountVolume.MountDevice failed for volume "${fin.pvName}" : rpc error: code = FailedPrecondition desc = not ready`,
+      ),
+    );
+    const pub = createClaim(c, 'pub');
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.errors = { NodePublishVolume: { code: 13, message: 'boom', times: 1 } };
+    });
+    claimPod(c, 'ppub', 'pub');
+    await mounted(p, 'ppub');
+    await waitFor('the SetUp event', () =>
+      eventMessages().includes(
+        `MountVolume.SetUp failed for volume "${pub.pvName}" : rpc error: code = Internal desc = boom`,
+      ),
     );
 
     // A final error, then the pod goes away: nothing was staged, so no NodeUnstage.
@@ -868,7 +960,11 @@ csiTest(
         ),
       ),
     );
-    assert.ok(c.calls().some((x) => x.method === 'NodeGetVolumeStats' && x.code === 0));
+    const stats = c.calls().find((x) => x.method === 'NodeGetVolumeStats' && x.code === 0);
+    assert.ok(stats);
+    // kubelet's request: the volume and the pod's target path, no staging path (proto default '').
+    assert.equal(stats.request.staging_target_path, '');
+    assert.match(String(stats.request.volume_path), /\/volumes\/kubernetes\.io~csi\/pv-[^/]+\/mount$/);
   },
 );
 

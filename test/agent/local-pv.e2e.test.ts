@@ -188,14 +188,14 @@ mountTest('local PVs that cannot be used here get precise reasons; other pods ar
     assert.equal(v.reason, reason, n);
     assert.match(v.message, message, n);
   }
-  // kubelet's event wording for the affinity check.
+  // kubelet's event wording for the affinity check, naming the spec: the claim's PersistentVolume.
   await waitFor('the NodeAffinity event', () =>
     c.api.store
       .list('events', 'default')
       .find(
         (e) =>
           (e as { message?: string }).message ===
-          'MountVolume.NodeAffinity check failed for volume "data" : no matching NodeSelectorTerms',
+          'MountVolume.NodeAffinity check failed for volume "pv-elsewhere" : no matching NodeSelectorTerms',
       ),
   );
   // Nothing was mounted for the refused volumes, and nothing outside the pod directories changed.

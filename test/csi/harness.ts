@@ -32,7 +32,7 @@ export interface Harness {
   driver: TestDriver;
   drivers: DriversStore;
   /** A fresh plugin on the same root and driver: what a restarted podvol has. */
-  newPlugin(o?: { timeoutMs?: number }): CSIPlugin;
+  newPlugin(o?: { timeoutMs?: number; desiredVolumes?: () => Iterable<Spec> }): CSIPlugin;
   plugin: CSIPlugin;
   stop(): Promise<void>;
 }
@@ -55,7 +55,7 @@ export async function startHarness(base: string, o: HarnessOptions = {}): Promis
     metadata: { name: driverName },
     spec: o.csiDriver ?? { attachRequired: false },
   };
-  const newPlugin = (p: { timeoutMs?: number } = {}) => {
+  const newPlugin = (p: { timeoutMs?: number; desiredVolumes?: () => Iterable<Spec> } = {}) => {
     const pluginMgr = new VolumePluginMgr();
     const host = createVolumeHost({
       rootDir: root,
@@ -73,7 +73,11 @@ export async function startHarness(base: string, o: HarnessOptions = {}): Promis
         ...o.cluster,
       },
     });
-    const plugin = csiPlugin({ drivers, timeoutMs: p.timeoutMs ?? o.timeoutMs });
+    const plugin = csiPlugin({
+      drivers,
+      timeoutMs: p.timeoutMs ?? o.timeoutMs,
+      desiredVolumes: p.desiredVolumes,
+    });
     pluginMgr.initPlugins([plugin], host);
     return plugin;
   };

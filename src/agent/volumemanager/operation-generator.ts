@@ -3,7 +3,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
 import { UNRESPONSIVE_AFTER_MS } from '../../mount/deadline-stat.ts';
-import { isNodeExpandable, type MounterArgs, reasonOf, VolumeError } from '../../plugins/types.ts';
+import { isNodeExpandable, type MounterArgs, reasonOf, specName, VolumeError } from '../../plugins/types.ts';
 import { nodeAffinityMismatch } from '../../plugins/util/node-affinity.ts';
 import type { VolumeReason } from '../../reasons.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
@@ -182,14 +182,17 @@ async function mountVolumeSteps(
       remountRequired: prev?.state === 'mounted',
     });
     const { reason, message } = op.failed(err, 'MountFailed', 'MountVolume.SetUp failed');
+    // kubelet's GenerateError: the step that failed, the spec's name (a claim's PersistentVolume), the error.
+    const step =
+      reason === 'NodeAffinityMismatch'
+        ? 'MountVolume.NodeAffinity check failed'
+        : err instanceof VolumeError && err.step
+          ? `MountVolume.${err.step} failed`
+          : 'MountVolume.SetUp failed';
+    const shown = err instanceof VolumeError && err.eventMessage !== undefined ? err.eventMessage : message;
     host
       .getEventRecorder()
-      .eventf(
-        pod,
-        'Warning',
-        'FailedMount',
-        `${reason === 'NodeAffinityMismatch' ? 'MountVolume.NodeAffinity check failed' : 'MountVolume.SetUp failed'} for volume "${d.volumeName}" : ${message}`,
-      );
+      .eventf(pod, 'Warning', 'FailedMount', `${step} for volume "${specName(spec)}" : ${shown}`);
     throw err;
   }
   const durationMs = op.succeeded();

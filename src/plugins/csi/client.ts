@@ -160,12 +160,9 @@ export class CSIClient {
     await this.#call('Node', 'NodeUnpublishVolume', { volume_id: volumeID, target_path: targetPath });
   }
 
-  nodeGetVolumeStats(volumeID: string, volumePath: string, stagingTargetPath: string): Promise<VolumeStats> {
-    return this.#call('Node', 'NodeGetVolumeStats', {
-      volume_id: volumeID,
-      volume_path: volumePath,
-      staging_target_path: stagingTargetPath,
-    });
+  /** kubelet's csiDriverClient.NodeGetVolumeStats: the volume and the pod's target path, no staging_target_path. */
+  nodeGetVolumeStats(volumeID: string, volumePath: string): Promise<VolumeStats> {
+    return this.#call('Node', 'NodeGetVolumeStats', { volume_id: volumeID, volume_path: volumePath });
   }
 
   nodeExpandVolume(req: NodeExpandRequest): Promise<{ capacity_bytes: string }> {

@@ -92,6 +92,13 @@ export interface CSIPluginOptions {
   volumesReportedInUse?: () => ReadonlySet<string>;
   /** csi_operations_seconds, per driver. */
   observe?: (driver: string, method: string, code: string, seconds: number) => void;
+  /**
+   * The specs the desired state of the world wants mounted now. A volume one
+   * of them names is not unstaged even when no pod has it published yet, as
+   * kubelet's reconciler unmounts a device only once the desired state no
+   * longer has the volume (a pod about to mount it would stage it again).
+   */
+  desiredVolumes?: () => Iterable<Spec | undefined>;
 }
 
 type LifecycleMode = 'Persistent' | 'Ephemeral';
@@ -118,6 +125,17 @@ function inlineSource(spec: Spec): V1CSIVolumeSource | undefined {
   return spec.persistentVolume ? undefined : spec.volume?.csi;
 }
 
+/**
+ * kubelet's NewMounter: a PersistentVolume is read-only only when the pod's
+ * claim reference says so (spec.readOnly); the PV's own csi.readOnly is the
+ * attach/detach controller's, passed to ControllerPublishVolume, and never
+ * reaches NodePublishVolume. An inline volume: its csi.readOnly.
+ */
+function readOnlyOf(spec: Spec): boolean {
+  if (pvSource(spec)) return spec.readOnly;
+  return inlineSource(spec)?.readOnly === true;
+}
+
 function sourceOf(spec: Spec, podUID: string, podNamespace: string): Source {
   const pv = pvSource(spec);
   if (pv) {
@@ -125,7 +143,7 @@ function sourceOf(spec: Spec, podUID: string, podNamespace: string): Source {
       driver: pv.driver,
       handle: pv.volumeHandle,
       mode: 'Persistent',
-      readOnly: spec.readOnly || pv.readOnly === true,
+      readOnly: readOnlyOf(spec),
       fsType: pv.fsType ?? '',
       mountOptions: spec.persistentVolume?.spec?.mountOptions ?? [],
       accessModes: spec.persistentVolume?.spec?.accessModes ?? [],
@@ -141,7 +159,7 @@ function sourceOf(spec: Spec, podUID: string, podNamespace: string): Source {
     driver: inline.driver,
     handle: ephemeralVolumeHandle(podUID, spec.volume?.name ?? ''),
     mode: 'Ephemeral',
-    readOnly: spec.readOnly || inline.readOnly === true,
+    readOnly: readOnlyOf(spec),
     fsType: inline.fsType ?? '',
     mountOptions: [],
     accessModes: ['ReadWriteOnce'],
@@ -178,12 +196,22 @@ export function supportsFSGroup(
   return (accessModes ?? []).includes('ReadWriteOnce');
 }
 
-/** A CSI gRPC failure as a VolumeError: final (the driver refused) or uncertain (it may still be working). */
-function rpcError(call: string, err: unknown): VolumeError {
+/**
+ * A CSI gRPC failure as a VolumeError: final (the driver refused) or uncertain
+ * (it may still be working). The Event carries the driver's status as it came
+ * (`rpc error: code = Internal desc = ...`), as kubelet's does; the log and
+ * /status name the call too.
+ */
+function rpcError(call: string, err: unknown, step?: 'MountDevice'): VolumeError {
+  const described = describeGrpcError(err);
   return new VolumeError(
     isFinalError(err) ? 'CSICallFailed' : 'CSICallUncertain',
-    `${call} failed: ${describeGrpcError(err)}`,
-    { cause: err },
+    `${call} failed: ${described}`,
+    {
+      cause: err,
+      step,
+      eventMessage: described,
+    },
   );
 }
 
@@ -441,12 +469,26 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     index.removeStaged(driver, handle);
   }
 
-  /** NodeUnstageVolume when no pod uses the volume, then globalmount and its json go. Holds the device lock. */
+  /** Whether a pod the desired state has wants this persistent volume (published or not yet). */
+  function desired(driver: string, handle: string): boolean {
+    for (const spec of o.desiredVolumes?.() ?? []) {
+      const pv = spec && pvSource(spec);
+      if (pv?.driver === driver && pv.volumeHandle === handle) return true;
+    }
+    return false;
+  }
+
+  /**
+   * NodeUnstageVolume when no pod uses the volume and the desired state no
+   * longer wants it, then globalmount and its json go. Holds the device lock.
+   * A volume kept staged here is unstaged by the housekeeping sweep
+   * (cleanupOrphanedStagedVolumes) once nothing wants it.
+   */
   async function unstageIfUnused(driver: string, handle: string): Promise<boolean> {
     const key = uniqueVolumeName(driver, handle);
     await index.load();
     return deviceLock.run(key, async () => {
-      if ((await index.users(driver, handle)).length > 0) return false;
+      if ((await index.users(driver, handle)).length > 0 || desired(driver, handle)) return false;
       const dataDir = stagingDataDir(pluginDir(), driver, handle);
       const data = await loadVolumeData(dataDir);
       if (!data) {
@@ -606,7 +648,9 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     }
 
     getAttributes(): Attributes {
-      return { readOnly: this.#spec.readOnly, managed: !this.#spec.readOnly, selinuxRelabel: false };
+      // kubelet's GetAttributes: the mounter's readOnly, the one NodePublishVolume got.
+      const readOnly = readOnlyOf(this.#spec);
+      return { readOnly, managed: !readOnly, selinuxRelabel: false };
     }
 
     setUp(args: MounterArgs): Promise<void> {
@@ -720,7 +764,11 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       }
     }
 
-    /** kubelet's MountDevice: staging json first (even without STAGE_UNSTAGE), then NodeStageVolume. */
+    /**
+     * kubelet's MountDevice: globalmount (0750) and the staging json first, even
+     * without STAGE_UNSTAGE (UnmountDevice reads the json and removes both), then
+     * NodeStageVolume.
+     */
     async #stage(
       client: CSIClient,
       src: Source,
@@ -730,14 +778,13 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     ): Promise<void> {
       const dataDir = stagingDataDir(pluginDir(), src.driver, src.handle);
       const globalmount = join(dataDir, 'globalmount');
-      await mkdir(dataDir, { recursive: true, mode: 0o750 });
+      await mkdir(globalmount, { recursive: true, mode: 0o750 });
       await saveVolumeData(dataDir, {
         [volDataKey.volHandle]: src.handle,
         [volDataKey.driverName]: src.driver,
       });
       index.addStaged(src.driver, src.handle);
       if (!caps.has('STAGE_UNSTAGE_VOLUME')) return;
-      await mkdir(globalmount, { recursive: true, mode: 0o750 });
       const secrets = await secretData(src.stageSecretRef);
       try {
         await client.nodeStageVolume({
@@ -748,7 +795,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       } catch (err) {
         // Final: nothing is staged, remove what we made. Uncertain: keep it, so a teardown unstages.
         if (isFinalError(err)) await removeStagingDir(src.driver, src.handle).catch(() => {});
-        throw rpcError('NodeStageVolume', err);
+        throw rpcError('NodeStageVolume', err, 'MountDevice');
       }
     }
 
@@ -935,11 +982,9 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       const handle = data[volDataKey.volHandle] ?? '';
       const client = clientFor(driver);
       if (!(await capabilities(client)).has('GET_VOLUME_STATS')) return undefined;
-      const staging =
-        data[volDataKey.volumeLifecycleMode] === 'Ephemeral' ? '' : stagingPath(pluginDir(), driver, handle);
       let res: Awaited<ReturnType<CSIClient['nodeGetVolumeStats']>>;
       try {
-        res = await client.nodeGetVolumeStats(handle, join(dir, 'mount'), staging);
+        res = await client.nodeGetVolumeStats(handle, join(dir, 'mount'));
       } catch (err) {
         throw rpcError('NodeGetVolumeStats', err);
       }

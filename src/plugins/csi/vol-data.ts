@@ -65,7 +65,8 @@ export function checkSpecName(name: string): void {
 /** Written atomically so a crash never leaves a half file that blocks teardown. */
 export async function saveVolumeData(dir: string, data: Record<string, string>): Promise<void> {
   const file = join(dir, volDataFileName);
-  await writeFile(`${file}.tmp`, goEncodeMap(data), { mode: 0o640 });
+  // kubelet's os.Create: 0666 less the umask, 0644 under kubelet's (and podvol's) 022.
+  await writeFile(`${file}.tmp`, goEncodeMap(data), { mode: 0o644 });
   await rename(`${file}.tmp`, file);
 }
 

@@ -39,6 +39,36 @@ mountTest('two pods on one volume: the first teardown keeps it staged, the last 
 });
 
 mountTest(
+  'a pod the desired state has but that has not published yet keeps the volume staged; the sweep unstages it once nothing wants it',
+  async (t) => {
+    const { h, staging, count } = await harness(t);
+    const a = claimVolume(h, 1, 7);
+    // Pod 2 wants the same volume: in the desired state, not set up yet.
+    const b = claimVolume(h, 2, 7);
+    let desired = [b.spec];
+    const plugin = h.newPlugin({ desiredVolumes: () => desired });
+    await plugin.newMounter(a.spec, a.pod).setUp({});
+
+    await plugin.newUnmounter(a.inner, a.uid).tearDown();
+    assert.equal(count('NodeUnpublishVolume'), 1);
+    assert.equal(
+      count('NodeUnstageVolume'),
+      0,
+      'kubelet unmounts a device only once the desired state lets it go',
+    );
+    assert.ok(existsSync(staging('vol-7')));
+    assert.deepEqual(await plugin.cleanupOrphanedStagedVolumes(), [], 'still wanted');
+
+    desired = [];
+    assert.deepEqual(await plugin.cleanupOrphanedStagedVolumes(), [
+      `kubernetes.io/csi/${h.driverName}^vol-7`,
+    ]);
+    assert.equal(count('NodeUnstageVolume'), 1);
+    assert.ok(!existsSync(join(staging('vol-7'), '..')));
+  },
+);
+
+mountTest(
   'after a restart the index is read from vol_data.json: pods still publishing keep the volume staged',
   async (t) => {
     const { h, staging, count } = await harness(t);
