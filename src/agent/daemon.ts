@@ -5,6 +5,7 @@ import { realpath } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { Server as HttpsServer } from 'node:https';
 import { resolve } from 'node:path';
+import { errnoCode, errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
@@ -24,6 +25,7 @@ import { loadPeerCred } from './runtime/peercred.ts';
 import { type RuntimeServer, startRuntimeServer } from './runtime/server.ts';
 import { runtimeStateOf } from './runtime/state.ts';
 import { TerminationGate } from './runtime/termination.ts';
+import { Opened, StartFailed } from './start-up.ts';
 import { createVolumeStack } from './volume-stack.ts';
 import { claimNameOf } from './volumemanager/claims.ts';
 import { VOLUME_STATS_PERIOD_MS } from './volumemanager/context.ts';
@@ -58,6 +60,8 @@ export interface RunOptions {
   hostRoot?: string;
   /** The runtime API's unix socket (undefined: not served), and the group allowed besides root. */
   runtimeSocket?: { path: string; group?: number };
+  /** Aborted by a stop signal: a start still running closes what it opened and rejects with the reason. */
+  signal?: AbortSignal;
 }
 
 export interface Daemon {
@@ -68,12 +72,27 @@ export interface Daemon {
   stop(): Promise<void>;
 }
 
+/**
+ * Starts podvol. A start that fails, or is stopped by `o.signal`, closes
+ * everything it had opened (the cluster's watches included: the daemon owns
+ * them) before it rejects with StartFailed.
+ */
 export async function startDaemon(o: RunOptions): Promise<Daemon> {
+  const opened = new Opened(o.logger, o.signal);
+  opened.add('cluster connection', () => o.cluster?.stop());
+  try {
+    return await start(o, opened);
+  } catch (err) {
+    throw new StartFailed(err, await opened.closeAll());
+  }
+}
+
+async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
   const log = o.logger;
   const requestedRootDir = resolve(o.rootDir);
   // Before anything can reconstruct or tear down: is this root directory ours, for this node name?
   // (The CLI checks it before connecting to the API server; this keeps every caller safe.)
-  await claimRootDir(requestedRootDir, o.nodeName, o.adoptRootDir ?? false, log);
+  await opened.step(claimRootDir(requestedRootDir, o.nodeName, o.adoptRootDir ?? false, log));
   // Symlinks in the root directory's own path (/var/lib/podvol -> /data/podvol) are followed
   // here, once: below it, the mounter refuses any (src/mount/target.ts).
   const rootDir = await realpath(requestedRootDir);
@@ -117,7 +136,8 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   const podManager = createPodManager(sources);
   // Loaded before anything can be torn down: which pods a runtime may still be using.
   const gate = new TerminationGate({ rootDir, logger: log });
-  await gate.load();
+  await opened.step(gate.load());
+  opened.add('termination records', () => gate.flush());
   // Checked before anything starts, so a podvol that cannot check its callers never serves them.
   const peerCred = o.runtimeSocket ? loadPeerCred() : undefined;
   const subPaths = createSubPather({ rootDir, mounter, logger: log });
@@ -253,14 +273,16 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     });
   });
 
-  const secure = await createSecureServing({
-    access: o.access ?? ACCESS_DEFAULTS,
-    listenHost: o.listen.host,
-    rootDir,
-    nodeName: o.nodeName,
-    kubeConfig: o.cluster?.kubeConfig,
-    logger: log,
-  });
+  const secure = await opened.step(
+    createSecureServing({
+      access: o.access ?? ACCESS_DEFAULTS,
+      listenHost: o.listen.host,
+      rootDir,
+      nodeName: o.nodeName,
+      kubeConfig: o.cluster?.kubeConfig,
+      logger: log,
+    }),
+  );
   const server = createHttpServer(
     {
       registry: metrics.registry,
@@ -287,36 +309,46 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     secure,
   );
   const stopWatchingFiles = server instanceof HttpsServer ? secure?.watchFiles(server) : undefined;
+  if (stopWatchingFiles) opened.add('certificate file watches', stopWatchingFiles);
   // The runtime socket is up before /healthz answers, so a runtime that waits for podvol finds it.
   const runtime =
     o.runtimeSocket && peerCred
-      ? await startRuntimeServer({
-          path: o.runtimeSocket.path,
-          group: o.runtimeSocket.group,
-          logger: log,
-          peerCred,
-          state: runtimeStateOf(vm, pluginMgr, gate),
-          host,
-          subPaths,
-        })
+      ? await opened.open(
+          'runtime socket',
+          startRuntimeServer({
+            path: o.runtimeSocket.path,
+            group: o.runtimeSocket.group,
+            logger: log,
+            peerCred,
+            state: runtimeStateOf(vm, pluginMgr, gate),
+            host,
+            subPaths,
+          }),
+          (r) => r.close(),
+        )
       : undefined;
-  await new Promise<void>((res, rej) => {
-    server.once('error', rej);
-    server.listen(o.listen.port, o.listen.host, () => {
-      server.off('error', rej);
-      res();
-    });
-  });
+  await opened.open('HTTP listener', listen(server, o.listen), () => closeServer(server));
   // Reconstruction happens before any source can make the reconciler unmount.
-  await vm.start();
-  await pluginWatcher.start();
+  // Stopped once its start is over: a stop during reconstruction would be undone by the loop it starts.
+  const vmStarted = vm.start();
+  opened.add('volume manager', () => vmStarted.then(() => vm.stop()));
+  // Cancelled before the volume manager waits for its operations (closers run last first).
+  opened.add('CSI calls', () => csi.cancelCalls());
+  await opened.step(vmStarted);
+  opened.add('plugin watcher', () => pluginWatcher.stop());
+  await opened.step(pluginWatcher.start());
+  if (inUse) opened.add('volumes-in-use reporter', () => inUse?.stop());
   inUse?.start();
   const statsPeriodMs = o.volumeStatsAggPeriodMs ?? VOLUME_STATS_PERIOD_MS;
   // 0 disables the measurement, as kubelet's --volume-stats-agg-period 0 (and emptyDir's in volume-stats.ts).
   const statsTimer =
     statsPeriodMs > 0 ? setInterval(() => void refreshVolumeStats(), statsPeriodMs) : undefined;
   statsTimer?.unref();
-  for (const s of sources) await s.start();
+  opened.add('volume stats timer', () => clearInterval(statsTimer));
+  for (const s of sources) {
+    opened.add(`pod source ${s.name}`, () => s.stop());
+    await opened.step(s.start());
+  }
   vm.podsChanged();
   log.info(
     {
@@ -346,10 +378,31 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
       const cancelled = csi.cancelCalls();
       if (cancelled > 0) log.info({ calls: cancelled }, 'cancelled CSI calls in flight for shutdown');
       await vm.stop();
-      await new Promise<void>((res) => server.close(() => res()));
-      server.closeAllConnections();
+      await closeServer(server);
     },
   };
+}
+
+/** Listens on --listen; an address in use is said in one line an operator can act on. */
+function listen(server: Server, at: { host: string; port: number }): Promise<void> {
+  return new Promise<void>((res, rej) => {
+    const failed = (err: Error) => {
+      const where = `${at.host.includes(':') ? `[${at.host}]` : at.host}:${at.port}`;
+      if (errnoCode(err) === 'EADDRINUSE')
+        rej(new Error(`cannot listen on ${where}: address already in use (another podvol? see --listen)`));
+      else rej(new Error(`cannot listen on ${where}: ${errorMessage(err)}`));
+    };
+    server.once('error', failed);
+    server.listen(at.port, at.host, () => {
+      server.off('error', failed);
+      res();
+    });
+  });
+}
+
+async function closeServer(server: Server): Promise<void> {
+  await new Promise<void>((res) => server.close(() => res()));
+  server.closeAllConnections();
 }
 
 /** /status's teardownHold: present only while the settle guard holds a first-sync teardown. */

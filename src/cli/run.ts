@@ -4,11 +4,13 @@ import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { resolveAccess } from '../agent/access/serving.ts';
+import type { Daemon } from '../agent/daemon.ts';
 import { parseListen } from '../agent/http.ts';
 import { createLogger, type LogFormat } from '../agent/logger.ts';
 import { claimRootDir, RootDirError } from '../agent/root-dir.ts';
 import { lockRootDir, RootDirLockedError } from '../agent/root-lock.ts';
 import { resolveGroup } from '../agent/runtime/group.ts';
+import { StartAborted, StartFailed } from '../agent/start-up.ts';
 import { VOLUME_STATS_PERIOD_MS } from '../agent/volumemanager/context.ts';
 import { errorMessage } from '../errno.ts';
 import { version } from '../version.ts';
@@ -91,14 +93,36 @@ export async function run(flags: RunFlags): Promise<number> {
     );
     return 1;
   }
-  // Listening before the daemon starts: a SIGTERM during start-up stops it cleanly once started,
-  // instead of killing it half-way (the HTTP endpoints answer before start-up is over).
-  // `on`, not `once`: execa's child clean-up (signal-exit) re-raises a signal when no other
-  // listener is left, which killed podvol on a SIGTERM that came while a mount or stat ran.
+  // Listening before the daemon starts: a SIGTERM during start-up stops the start (what it had
+  // opened is closed) instead of killing it half-way or waiting for it (a start can hang on a
+  // dead filesystem). `on`, not `once`: execa's child clean-up (signal-exit) re-raises a signal
+  // when no other listener is left, which killed podvol on a SIGTERM that came while a mount or
+  // stat ran.
+  const stopping = new AbortController();
   const stopSignal = new Promise<string>((res) => {
-    process.on('SIGTERM', () => res('SIGTERM'));
-    process.on('SIGINT', () => res('SIGINT'));
+    stopping.signal.addEventListener('abort', () => res(signalOf(stopping.signal.reason)));
   });
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (!stopping.signal.aborted) stopping.abort(new StartAborted(signal));
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  try {
+    return await runUntilStopped(flags, clusterMode, logger, stopping.signal, stopSignal);
+  } finally {
+    // Gone with the daemon: should anything still hold the process, a signal ends it as by default.
+    process.off('SIGTERM', onSignal);
+    process.off('SIGINT', onSignal);
+  }
+}
+
+async function runUntilStopped(
+  flags: RunFlags,
+  clusterMode: boolean,
+  logger: ReturnType<typeof createLogger>,
+  signal: AbortSignal,
+  stopSignal: Promise<string>,
+): Promise<number> {
   // The lock comes before anything reads or changes the root directory (reconstruction included).
   const rootDir = resolve(flags.rootDir);
   await mkdir(rootDir, { recursive: true, mode: 0o750 });
@@ -110,53 +134,74 @@ export async function run(flags: RunFlags): Promise<number> {
     process.stderr.write(`podvol: ${err.message}\n`);
     return EXIT_FAILURE;
   }
+  let daemon: Daemon;
   try {
     await claimRootDir(rootDir, flags.nodeName, flags.adoptRootDir ?? false, logger);
+    const cluster = clusterMode
+      ? await (await import('../agent/cluster.ts')).connectCluster({
+          kubeconfig: flags.kubeconfig,
+          nodeName: flags.nodeName,
+          logger,
+        })
+      : undefined;
+    // Loaded here, not at the top: `podvol version`, `status` and `--help` need none of it.
+    const { startDaemon } = await import('../agent/daemon.ts');
+    // It owns the cluster from here: a start that fails or is stopped closes it with the rest.
+    daemon = await startDaemon({
+      rootDir,
+      adoptRootDir: flags.adoptRootDir ?? false,
+      teardownSettlePeriodMs: flags.teardownSettlePeriod,
+      maxConcurrentOperations: flags.maxConcurrentOperations,
+      nodeName: flags.nodeName,
+      podManifestPath: flags.podManifestPath,
+      listen: flags.listen,
+      syncFrequencyMs: flags.syncFrequency,
+      volumeStatsAggPeriodMs: flags.volumeStatsAggPeriod,
+      systemdScope: flags.systemdScope,
+      access: toAccessOptions(flags),
+      hostRoot: flags.hostRoot,
+      runtimeSocket: flags.runtimeSocket
+        ? { path: flags.runtimeSocket, group: flags.runtimeSocketGroup }
+        : undefined,
+      logger,
+      version,
+      cluster,
+      signal,
+    });
   } catch (err) {
-    if (!(err instanceof RootDirError)) throw err;
-    process.stderr.write(`podvol: ${err.message}\n`);
-    return EXIT_FAILURE;
+    await lock.release();
+    if (err instanceof RootDirError) {
+      process.stderr.write(`podvol: ${err.message}\n`);
+      return EXIT_FAILURE;
+    }
+    const cause = err instanceof StartFailed ? err.cause : err;
+    const leftBehind = err instanceof StartFailed ? err.leftBehind : [];
+    if (cause instanceof StartAborted) logger.info({ signal: cause.signal }, 'stopped during start-up');
+    else process.stderr.write(`podvol: ${errorMessage(cause)}\n`);
+    // Written out before the process ends by a kill or an exit, which do not wait for the log.
+    await new Promise<void>((res) => logger.flush(() => res()));
+    if (cause instanceof StartAborted && leftBehind.length > 0) {
+      // A step stuck in the kernel (a stat on a dead filesystem) holds a thread of Node's pool,
+      // and a normal exit waits for every thread: die of the signal instead, by its default action.
+      process.removeAllListeners(cause.signal);
+      process.kill(process.pid, cause.signal);
+    }
+    // Everything the start opened is closed; a step it left running (a start that went on after
+    // the stop) must not keep a podvol that serves nothing alive.
+    process.exit(cause instanceof StartAborted ? 0 : EXIT_FAILURE);
   }
-  const cluster = clusterMode
-    ? await (await import('../agent/cluster.ts')).connectCluster({
-        kubeconfig: flags.kubeconfig,
-        nodeName: flags.nodeName,
-        logger,
-      })
-    : undefined;
-  // Loaded here, not at the top: `podvol version`, `status` and `--help` need none of it.
-  const { startDaemon } = await import('../agent/daemon.ts');
-  const daemon = await startDaemon({
-    rootDir,
-    adoptRootDir: flags.adoptRootDir ?? false,
-    teardownSettlePeriodMs: flags.teardownSettlePeriod,
-    maxConcurrentOperations: flags.maxConcurrentOperations,
-    nodeName: flags.nodeName,
-    podManifestPath: flags.podManifestPath,
-    listen: flags.listen,
-    syncFrequencyMs: flags.syncFrequency,
-    volumeStatsAggPeriodMs: flags.volumeStatsAggPeriod,
-    systemdScope: flags.systemdScope,
-    access: toAccessOptions(flags),
-    hostRoot: flags.hostRoot,
-    runtimeSocket: flags.runtimeSocket
-      ? { path: flags.runtimeSocket, group: flags.runtimeSocketGroup }
-      : undefined,
-    logger,
-    version,
-    cluster,
-  });
   process.on('uncaughtException', (err) =>
     logger.error({ err: err.message, stack: err.stack }, 'uncaught exception'),
   );
   process.on('unhandledRejection', (err) => logger.error({ err: String(err) }, 'unhandled rejection'));
-  const signal = await stopSignal;
-  logger.info({ signal }, 'stopping; mounted volumes stay mounted');
+  logger.info({ signal: await stopSignal }, 'stopping; mounted volumes stay mounted');
   await daemon.stop();
   await lock.release();
   logger.flush();
   return 0;
 }
+
+const signalOf = (reason: unknown) => (reason instanceof StartAborted ? reason.signal : String(reason));
 
 export function runCommand(program: Command): void {
   const cmd = program

@@ -3,7 +3,7 @@
 // both root's (0660/0710 and the group with --runtime-socket-group), and every
 // connection's peer credentials are checked before a byte is read: a caller
 // that is neither root nor in the configured group gets 403 and is dropped.
-import { chmod, chown, lstat, mkdir, unlink } from 'node:fs/promises';
+import { chmod, chown, lstat, mkdir } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Socket } from 'node:net';
 import { dirname } from 'node:path';
@@ -20,6 +20,13 @@ import {
 } from './api.ts';
 import { RuntimeApiError } from './errors.ts';
 import { callerAllowed, type PeerCredentials } from './peercred.ts';
+import {
+  clearSocketPath,
+  privateNameBeside,
+  publishSocket,
+  removeIfOurs,
+  type SocketIdentity,
+} from './socket-path.ts';
 
 export interface RuntimeServerOptions extends RuntimeApiOptions {
   path: string;
@@ -139,22 +146,11 @@ async function prepareDirectory(dir: string, group: number | undefined): Promise
   }
 }
 
-/** Removes a stale socket left by a previous podvol; refuses to replace anything else. */
-async function removeStaleSocket(path: string): Promise<void> {
-  try {
-    const st = await lstat(path);
-    if (!st.isSocket()) throw new Error(`${path} exists and is not a socket; refusing to replace it`);
-    await unlink(path);
-  } catch (err) {
-    if (errnoCode(err) !== 'ENOENT') throw err;
-  }
-}
-
 export async function startRuntimeServer(options: RuntimeServerOptions): Promise<RuntimeServer> {
   const o = { mountsCache: new WeakMap<object, Map<string, unknown>>(), ...options };
   const log = o.logger.child({ component: 'runtime-socket' });
   await prepareDirectory(dirname(o.path), o.group);
-  await removeStaleSocket(o.path);
+  await clearSocketPath(o.path);
   const http = createServer({ keepAliveTimeout: 30_000 }, (req, res) => {
     void handle(o, req, res);
   });
@@ -185,15 +181,24 @@ export async function startRuntimeServer(options: RuntimeServerOptions): Promise
       `HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );
   });
+  // Bound under a private name, its modes set, then linked to the path (socket-path.ts says why).
+  const bound = privateNameBeside(o.path);
   await new Promise<void>((res, rej) => {
     listener.once('error', rej);
-    listener.listen(o.path, () => {
+    listener.listen(bound, () => {
       listener.off('error', rej);
       res();
     });
   });
-  await chmod(o.path, o.group === undefined ? 0o600 : 0o660);
-  if (o.group !== undefined) await chown(o.path, 0, o.group);
+  let ours: SocketIdentity;
+  try {
+    await chmod(bound, o.group === undefined ? 0o600 : 0o660);
+    if (o.group !== undefined) await chown(bound, 0, o.group);
+    ours = await publishSocket(bound, o.path);
+  } catch (err) {
+    await new Promise((res) => listener.close(res));
+    throw err;
+  }
   log.info({ path: o.path, group: o.group }, 'runtime socket listening');
   return {
     server: http,
@@ -201,7 +206,8 @@ export async function startRuntimeServer(options: RuntimeServerOptions): Promise
       const closed = new Promise<void>((res) => listener.close(() => res()));
       for (const s of sockets) s.destroy();
       await closed;
-      await unlink(o.path).catch(() => {});
+      if (removeIfOurs(o.path, ours) === 'replaced')
+        log.warn({ path: o.path }, 'runtime socket path holds another socket now; left in place');
     },
   };
 }
