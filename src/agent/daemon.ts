@@ -11,7 +11,8 @@ import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
 import { createSubPather } from '../volumehost/subpath.ts';
 import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
 import type { Cluster } from './cluster.ts';
-import { createHttpServer } from './http.ts';
+import { connectionCaps, LISTEN_BACKLOG, openFileLimit } from './connection-budget.ts';
+import { createHttpServer, httpLimits } from './http.ts';
 import { createMetrics, type VolumeStatsSample } from './metrics.ts';
 import { createPodManager } from './pod-manager.ts';
 import { STATIC_POD_API_REFERENCE, staticPodAPIReference } from './pods/api-references.ts';
@@ -251,6 +252,8 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
     kubeConfig: o.cluster?.kubeConfig,
     logger: log,
   });
+  // Client connections get a bounded share of the descriptors; the rest is the mount work's.
+  const caps = connectionCaps(openFileLimit());
   const server = createHttpServer(
     {
       registry: metrics.registry,
@@ -270,6 +273,8 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
       }),
     },
     secure,
+    { ...httpLimits, ...caps.http },
+    log,
   );
   const stopWatchingFiles = server instanceof HttpsServer ? secure?.watchFiles(server) : undefined;
   // The runtime socket is up before /healthz answers, so a runtime that waits for podvol finds it.
@@ -280,6 +285,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
           group: o.runtimeSocket.group,
           logger: log,
           peerCred,
+          limits: caps.runtime,
           state: runtimeStateOf(vm, pluginMgr, gate),
           host,
           subPaths,
@@ -287,7 +293,7 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
       : undefined;
   await new Promise<void>((res, rej) => {
     server.once('error', rej);
-    server.listen(o.listen.port, o.listen.host, () => {
+    server.listen({ port: o.listen.port, host: o.listen.host, backlog: LISTEN_BACKLOG }, () => {
       server.off('error', rej);
       res();
     });
