@@ -13,7 +13,8 @@ import type { Spec } from '../plugins/types.ts';
 import { createSubPather } from '../volumehost/subpath.ts';
 import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
 import type { Cluster } from './cluster.ts';
-import { createHttpServer } from './http.ts';
+import { connectionCaps, LISTEN_BACKLOG, openFileLimit } from './connection-budget.ts';
+import { createHttpServer, httpLimits } from './http.ts';
 import { createMetrics, type VolumeStatsSample } from './metrics.ts';
 import { createPodManager } from './pod-manager.ts';
 import { STATIC_POD_API_REFERENCE, staticPodAPIReference } from './pods/api-references.ts';
@@ -283,6 +284,8 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
       logger: log,
     }),
   );
+  // Client connections get a bounded share of the descriptors; the rest is the mount work's.
+  const caps = connectionCaps(openFileLimit());
   const server = createHttpServer(
     {
       registry: metrics.registry,
@@ -307,6 +310,8 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
       }),
     },
     secure,
+    { ...httpLimits, ...caps.http },
+    log,
   );
   const stopWatchingFiles = server instanceof HttpsServer ? secure?.watchFiles(server) : undefined;
   if (stopWatchingFiles) opened.add('certificate file watches', stopWatchingFiles);
@@ -320,6 +325,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
             group: o.runtimeSocket.group,
             logger: log,
             peerCred,
+            limits: caps.runtime,
             state: runtimeStateOf(vm, pluginMgr, gate),
             host,
             subPaths,
@@ -393,7 +399,7 @@ function listen(server: Server, at: { host: string; port: number }): Promise<voi
       else rej(new Error(`cannot listen on ${where}: ${errorMessage(err)}`));
     };
     server.once('error', failed);
-    server.listen(at.port, at.host, () => {
+    server.listen({ port: at.port, host: at.host, backlog: LISTEN_BACKLOG }, () => {
       server.off('error', failed);
       res();
     });

@@ -7,9 +7,13 @@ import {
   type Server as HttpsServer,
   type ServerOptions,
 } from 'node:https';
+import { Socket as NetSocket, type Socket } from 'node:net';
 import type { Registry } from 'prom-client';
-import { errorMessage } from '../errno.ts';
+import { errorMessage, fieldOf } from '../errno.ts';
+import { type Logger, silentLogger } from '../logger.ts';
 import type { Guard } from './access/guard.ts';
+import { isLoopback } from './access/serving.ts';
+import { createConnectionBudget, tcpPeer } from './connection-budget.ts';
 
 export interface HttpHandlers {
   registry: Registry;
@@ -19,13 +23,20 @@ export interface HttpHandlers {
 }
 
 /**
- * Limits that keep the listener from starving the daemon: idle or slow clients
- * cannot hold file descriptors the mount work needs (a thousand idle TCP
- * connections used to exhaust them), and every connection beyond the cap is
- * closed at once.
+ * Limits that keep the listener from starving the daemon, and a flood from
+ * starving /healthz: at most `max` connections (`perPeer` from one address),
+ * the least recently used idle one evicted for a new one (see
+ * connection-budget.ts), so a probe always gets in; idle, slow and
+ * never-handshaking clients are closed within seconds. The daemon scales
+ * `max` and `perPeer` to its descriptor limit (connectionCaps).
  */
 export const httpLimits = {
-  maxConnections: 64,
+  max: 128,
+  perPeer: 32,
+  /** No request in flight this long (including a client that never sent a byte): closed. */
+  idleMs: 10_000,
+  /** A TLS client must finish its handshake within this (Node's default is 120 s). */
+  handshakeTimeoutMs: 5_000,
   /** A client must send its complete headers within this, or the connection is closed. */
   headersTimeoutMs: 5_000,
   requestTimeoutMs: 10_000,
@@ -33,14 +44,15 @@ export const httpLimits = {
   /** How often Node checks the two timeouts above. */
   connectionsCheckingIntervalMs: 1_000,
   maxRequestsPerSocket: 100,
-  /** A socket with no traffic this long is closed (Node's header timeout ignores a client that sends nothing). */
-  idleTimeoutMs: 10_000,
+  /** A socket with no traffic at all this long is closed, even mid-request (a client that stopped reading). */
+  socketTimeoutMs: 10_000,
 };
 
 export function createHttpServer(
   h: HttpHandlers,
   secure?: { tls: ServerOptions; guard: Guard },
   limits = httpLimits,
+  logger: Logger = silentLogger(),
 ): Server | HttpsServer {
   const handler = async (req: IncomingMessage, res: ServerResponse) => {
     const [path = '/'] = (req.url ?? '/').split('?');
@@ -79,11 +91,30 @@ export function createHttpServer(
     connectionsCheckingInterval: limits.connectionsCheckingIntervalMs,
   };
   const server = secure
-    ? createHttpsServer({ ...secure.tls, ...opts }, handler)
+    ? createHttpsServer({ ...secure.tls, ...opts, handshakeTimeout: limits.handshakeTimeoutMs }, handler)
     : createServer(opts, handler);
-  server.maxConnections = limits.maxConnections;
   server.maxRequestsPerSocket = limits.maxRequestsPerSocket;
-  server.setTimeout(limits.idleTimeoutMs);
+  server.setTimeout(limits.socketTimeoutMs);
+  const budget = createConnectionBudget(limits, logger.child({ component: 'http' }));
+  // For TLS this is the raw TCP socket, before the handshake: a client that
+  // never sends a ClientHello counts (and is evicted) like any other.
+  // Every local user connects from a loopback address: a share for "that
+  // peer" would only shrink the room a local probe has under a local flood.
+  server.on('connection', (socket: Socket) => {
+    const peer = tcpPeer(socket);
+    budget.admit(socket, peer, !isLoopback(peer));
+  });
+  // Requests arrive on the TLS socket, the budget holds the raw one beneath it:
+  // Node links them only internally (TLSSocket._parent), read as peercred reads _handle.
+  server.on('secureConnection', (tls: Socket) => {
+    const raw = fieldOf(tls, '_parent');
+    if (raw instanceof NetSocket) budget.alias(tls, raw);
+  });
+  // Before the handler, so a request that ends synchronously is still counted.
+  server.prependListener('request', (req: IncomingMessage, res: ServerResponse) =>
+    res.once('close', budget.busy(req.socket)),
+  );
+  server.once('close', () => budget.close());
   return server;
 }
 

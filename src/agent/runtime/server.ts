@@ -9,6 +9,7 @@ import { createServer as createNetServer, type Socket } from 'node:net';
 import { dirname } from 'node:path';
 import { errnoCode, errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
+import { createConnectionBudget, LISTEN_BACKLOG, perPeerNotices } from '../connection-budget.ts';
 import {
   type Answer,
   containerMounts,
@@ -34,7 +35,30 @@ export interface RuntimeServerOptions extends RuntimeApiOptions {
   group?: number;
   logger: Logger;
   peerCred: (socket: Socket) => PeerCredentials;
+  /** Connection caps (the daemon scales them to its descriptor limit); runtimeLimits where not given. */
+  limits?: Partial<typeof runtimeLimits>;
 }
+
+/**
+ * Bounds of the runtime socket: at most `max` connections, `perPeer` for one
+ * UID (so a member of the group cannot crowd out root's runtime), the least
+ * recently used idle connection evicted for a new one (connection-budget.ts).
+ * Idle and keep-alive connections go after 30 s; a request must arrive whole
+ * within 10 s of its first byte (headers) and 30 s in all. A `?wait=` answer
+ * can take 300 s: that is the response, which no timeout here limits.
+ */
+/** Refused connections that may wait at once for their 403 to be read. */
+const MAX_LINGERING_REFUSED = 16;
+
+export const runtimeLimits = {
+  max: 256,
+  perPeer: 128,
+  idleMs: 30_000,
+  keepAliveTimeoutMs: 30_000,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  connectionsCheckingIntervalMs: 1_000,
+};
 
 export interface RuntimeServer {
   server: Server;
@@ -151,12 +175,28 @@ export async function startRuntimeServer(options: RuntimeServerOptions): Promise
   const log = o.logger.child({ component: 'runtime-socket' });
   await prepareDirectory(dirname(o.path), o.group);
   await clearSocketPath(o.path);
-  const http = createServer({ keepAliveTimeout: 30_000 }, (req, res) => {
-    void handle(o, req, res);
-  });
+  const limits = { ...runtimeLimits, ...o.limits };
+  const http = createServer(
+    {
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      connectionsCheckingInterval: limits.connectionsCheckingIntervalMs,
+    },
+    (req, res) => {
+      void handle(o, req, res);
+    },
+  );
+  const budget = createConnectionBudget(limits, log);
+  http.prependListener('request', (req: IncomingMessage, res: ServerResponse) =>
+    res.once('close', budget.busy(req.socket)),
+  );
+  const refusedCaller = perPeerNotices(log, 'runtime socket caller refused');
+  const unreadable = perPeerNotices(log, 'cannot read peer credentials; connection refused');
   // Peer credentials are checked once per connection, before the HTTP parser
   // sees a byte: a refused caller gets a fixed 403 and is disconnected.
   const sockets = new Set<Socket>();
+  let lingering = 0;
   const listener = createNetServer((socket: Socket) => {
     // The HTTP server does not track connections it did not accept itself: close() must end them.
     sockets.add(socket);
@@ -165,18 +205,31 @@ export async function startRuntimeServer(options: RuntimeServerOptions): Promise
     try {
       cred = o.peerCred(socket);
     } catch (err) {
-      log.warn({ err: errorMessage(err) }, 'cannot read peer credentials; connection refused');
+      unreadable('unknown', { err: errorMessage(err) });
     }
     if (cred && callerAllowed(cred, o.group)) {
-      http.emit('connection', socket);
+      if (budget.admit(socket, `uid ${cred.uid}`)) http.emit('connection', socket);
       return;
     }
-    if (cred) log.warn({ pid: cred.pid, uid: cred.uid, gid: cred.gid }, 'runtime socket caller refused');
+    if (cred) refusedCaller(`uid ${cred.uid}`, { pid: cred.pid, uid: cred.uid, gid: cred.gid });
     const body = `${JSON.stringify({
       reason: 'Forbidden',
       message: `caller uid ${cred?.uid ?? 'unknown'} is not allowed: only root${o.group !== undefined ? ` or group ${o.group}` : ''} may use the runtime socket`,
     })}\n`;
     socket.on('error', () => {});
+    // Destroyed a second after the answer at most: end() alone half-closed,
+    // and the connection stayed open for as long as the refused client kept
+    // it. Its request is read and dropped meanwhile, so the client can write
+    // it and read the 403 (destroying at once made that an EPIPE). Only a few
+    // linger at a time; beyond that a refused connection is destroyed at once.
+    if (lingering >= MAX_LINGERING_REFUSED) return socket.destroy();
+    lingering++;
+    const timer = setTimeout(() => socket.destroy(), 1_000);
+    socket.once('close', () => {
+      lingering--;
+      clearTimeout(timer);
+    });
+    socket.resume();
     socket.end(
       `HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );
@@ -185,11 +238,14 @@ export async function startRuntimeServer(options: RuntimeServerOptions): Promise
   const bound = privateNameBeside(o.path);
   await new Promise<void>((res, rej) => {
     listener.once('error', rej);
-    listener.listen(bound, () => {
+    listener.listen({ path: bound, backlog: LISTEN_BACKLOG }, () => {
       listener.off('error', rej);
       res();
     });
   });
+  // Node starts checking the header and request timeouts when its server
+  // emits 'listening', which this one, fed by the net listener, never does.
+  http.emit('listening');
   let ours: SocketIdentity;
   try {
     await chmod(bound, o.group === undefined ? 0o600 : 0o660);
@@ -204,6 +260,9 @@ export async function startRuntimeServer(options: RuntimeServerOptions): Promise
     server: http,
     async close() {
       const closed = new Promise<void>((res) => listener.close(() => res()));
+      // Also stops Node's timeout checks and the budget's idle sweep.
+      http.close();
+      budget.close();
       for (const s of sockets) s.destroy();
       await closed;
       if (removeIfOurs(o.path, ours) === 'replaced')
