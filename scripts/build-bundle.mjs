@@ -1,7 +1,7 @@
 // npm run build (and npm's install hook): podvol's sources and dependencies
 // bundled by esbuild into dist/bundle/, which bin/podvol.js runs instead of
-// the TypeScript sources while the bundle is fresh. Measured (README,
-// Performance): Node's type stripping and the resolution and loading of
+// the TypeScript sources while the bundle is fresh. Measured
+// (docs/performance.md): Node's type stripping and the resolution and loading of
 // hundreds of small module files cost most of start-up and tens of MiB of
 // resident memory that a bundle does not. Modules loaded on demand (the
 // Kubernetes client, gRPC) stay in chunks of their own, loaded only when

@@ -32,9 +32,9 @@ describe('deploy/prometheus/metrics.json', () => {
     }
   });
 
-  test('is the metrics reference table of README.md', () => {
+  test('is the metrics reference table of docs/operating.md', () => {
     const rows = new Map(
-      read('README.md')
+      read('docs/operating.md')
         .split('\n')
         .map((l) => /^\|\s*`([a-z_:]+)`\s*\|\s*(\w+)\s*\|([^|]*)\|/.exec(l))
         .filter((m) => m !== null)

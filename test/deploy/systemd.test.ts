@@ -151,9 +151,11 @@ describe('deploy/systemd/podvol.service', () => {
       );
   });
 
-  test('points at documentation that exists', () => {
+  test('points at documentation that exists, and that the install steps install', () => {
     const docs = get('Unit', 'Documentation')?.[0] ?? '';
-    assert.equal(docs, 'file:///opt/podvol/README.md');
+    assert.equal(docs, 'file:///opt/podvol/operating.md');
+    const operating = readFileSync(new URL('../../docs/operating.md', import.meta.url), 'utf8');
+    assert.match(operating, /^sudo install -D -m 0644 docs\/operating\.md \/opt\/podvol\/operating\.md /m);
   });
 
   test('is enabled into multi-user.target', () => {

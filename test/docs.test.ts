@@ -1,0 +1,142 @@
+// The documentation against the code: every flag of `podvol run --help` is in
+// the flags table of docs/operating.md and every flag there exists; the README
+// stays a front page; links between the docs lead to files and headings that
+// exist.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const read = (path: string) => readFileSync(join(root, path), 'utf8');
+const docFiles = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
+
+function runHelp(): string {
+  return execFileSync(join(root, 'node_modules/.bin/node'), [join(root, 'bin/podvol.js'), 'run', '--help'], {
+    encoding: 'utf8',
+    env: { ...process.env, NO_COLOR: '1' },
+  });
+}
+
+/** The long flags of `podvol run --help`, without --help itself. */
+function helpFlags(): Set<string> {
+  const flags = new Set<string>();
+  for (const line of runHelp().split('\n')) {
+    const m = /^\s+(?:-\w, )?(--[a-z][a-z-]*)/.exec(line);
+    if (m?.[1] && m[1] !== '--help') flags.add(m[1]);
+  }
+  return flags;
+}
+
+/** The flags named in the first column of the flags table under "## Command line" in docs/operating.md. */
+function documentedFlags(): Set<string> {
+  const text = read('docs/operating.md');
+  const start = text.indexOf('\n## Command line\n');
+  assert.ok(start >= 0, 'docs/operating.md has a "## Command line" section');
+  const section = text.slice(start + 1, text.indexOf('\n## ', start + 1));
+  const lines = section.split('\n');
+  const header = lines.findIndex((l) => /^\| flag \| env \| default \|$/.test(l));
+  assert.ok(header >= 0, 'the flags table has the header | flag | env | default |');
+  const flags = new Set<string>();
+  // The table is the run of lines starting with '|' after the header: a blank line ends it (and would break it).
+  for (const line of lines.slice(header + 2)) {
+    if (!line.startsWith('|')) break;
+    const first = line.split(' | ')[0] ?? '';
+    for (const m of first.matchAll(/--[a-z][a-z-]*/g)) flags.add(m[0]);
+  }
+  return flags;
+}
+
+describe('podvol run flags', () => {
+  const help = helpFlags();
+  const documented = documentedFlags();
+
+  test('--help lists the flags (the parse of it works)', () => {
+    assert.ok(help.has('--root-dir') && help.has('--max-concurrent-operations'), [...help].join(' '));
+  });
+
+  test('every flag of podvol run --help is in the flags table of docs/operating.md', () => {
+    const missing = [...help].filter((f) => !documented.has(f));
+    assert.deepEqual(missing, [], `undocumented: ${missing.join(', ')}`);
+  });
+
+  test('every flag of the table exists in podvol run --help', () => {
+    const unknown = [...documented].filter((f) => !help.has(f));
+    assert.deepEqual(unknown, [], `documented but not in --help: ${unknown.join(', ')}`);
+  });
+
+  test('the podvol run synopsis names every flag', () => {
+    const text = read('docs/operating.md');
+    const synopsis = text.slice(text.indexOf('podvol run ['), text.indexOf('podvol status ['));
+    const missing = [...help].filter(
+      (f) => !new RegExp(`\\[${f}[ =[\\]]`).test(synopsis) && !synopsis.includes(`${f} `),
+    );
+    assert.deepEqual(missing, [], `not in the synopsis: ${missing.join(', ')}`);
+  });
+});
+
+describe('README.md', () => {
+  const readme = read('README.md');
+
+  test('is a front page: at most 260 lines', () => {
+    const lines = readme.split('\n').length;
+    assert.ok(lines <= 260, `README.md has ${lines} lines`);
+  });
+
+  test('has the two commands, and CI runs them', () => {
+    assert.match(readme, /^npm ci && npm start {5}#/m);
+    assert.match(readme, /^npm ci && npm test {6}#/m);
+    const ci = read('.ci/run');
+    assert.match(ci, /^npm ci\b/m);
+    assert.match(ci, /^npm test$/m);
+  });
+});
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to '-'. */
+function slug(heading: string): string {
+  return heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N} _-]/gu, '')
+    .replace(/ /g, '-');
+}
+
+function anchors(path: string): Set<string> {
+  const out = new Set<string>();
+  let fenced = false;
+  for (const line of read(path).split('\n')) {
+    if (line.startsWith('```')) fenced = !fenced;
+    const m = fenced ? null : /^#{1,6} (.+)$/.exec(line);
+    if (m?.[1]) out.add(slug(m[1]));
+  }
+  return out;
+}
+
+describe('links in README.md and docs/', () => {
+  for (const file of docFiles) {
+    test(`${file} links only to files and headings that exist`, () => {
+      const text = read(file).replace(/```[\s\S]*?```/g, '');
+      const broken: string[] = [];
+      for (const m of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        const target = m[1] ?? '';
+        if (/^[a-z]+:/.test(target)) continue; // https:, mailto:
+        const [path = '', anchor] = target.split('#');
+        const resolved = path === '' ? file : relative(root, join(root, dirname(file), path));
+        if (!existsSync(join(root, resolved))) {
+          broken.push(`${target} (no ${resolved})`);
+          continue;
+        }
+        if (anchor !== undefined && resolved.endsWith('.md') && !anchors(resolved).has(anchor))
+          broken.push(`${target} (no heading #${anchor} in ${resolved})`);
+      }
+      assert.deepEqual(broken, []);
+    });
+  }
+});
