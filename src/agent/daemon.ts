@@ -305,6 +305,8 @@ export async function startDaemon(o: RunOptions): Promise<Daemon> {
   vm.podsChanged();
   log.info(
     {
+      // What to stop: npm start, a shell or the old-Node re-exec (bin/podvol.js) may stand in front of it.
+      pid: process.pid,
       rootDir,
       node: o.nodeName,
       listen: `${o.listen.host}:${o.listen.port}`,
