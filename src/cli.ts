@@ -9,7 +9,7 @@ import { mountsCommand } from './cli/mounts.ts';
 import { planCommand } from './cli/plan.ts';
 import { runCommand } from './cli/run.ts';
 import { statusCommand } from './cli/status.ts';
-import { versionCommand } from './cli/version.ts';
+import { versionCommand, versionLine } from './cli/version.ts';
 import { waitCommand } from './cli/wait.ts';
 import { errorMessage } from './errno.ts';
 import { version } from './version.ts';
@@ -30,7 +30,7 @@ const commands: CommandModule[] = [
 export function buildProgram(): Command {
   const program = new Command('podvol')
     .description("Sets up and tears down pod volumes on this node, as kubelet's volume manager does")
-    .version(version, '-v, --version')
+    .version(versionLine(), '-v, --version')
     .exitOverride()
     // commander prints an error and then a hint on a second line; an operator's
     // script or journal gets one line: the error, then the hint.

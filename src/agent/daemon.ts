@@ -358,6 +358,8 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
   vm.podsChanged();
   log.info(
     {
+      // What to stop: npm start, a shell or the old-Node re-exec (bin/podvol.js) may stand in front of it.
+      pid: process.pid,
       rootDir,
       node: o.nodeName,
       listen: `${o.listen.host}:${o.listen.port}`,

@@ -65,8 +65,9 @@ export function runtimeSocketFailure(command: string, err: unknown): number {
   return err instanceof UnreachableError ? EXIT_UNREACHABLE : EXIT_FAILURE;
 }
 
-export const runtimeSocketOption = () =>
-  new Option('--runtime-socket <path>', "the runtime API's unix socket ('' disables it in run)")
+/** run serves on the socket (and '' turns it off); mounts and wait only connect to it. */
+export const runtimeSocketOption = (description = "the runtime API's unix socket") =>
+  new Option('--runtime-socket <path>', description)
     .env('PODVOL_RUNTIME_SOCKET')
     .default(DEFAULT_RUNTIME_SOCKET);
 

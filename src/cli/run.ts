@@ -246,7 +246,7 @@ export function runCommand(program: Command): void {
         .default(VOLUME_STATS_PERIOD_MS, formatDuration(VOLUME_STATS_PERIOD_MS))
         .argParser(durationArg('--volume-stats-agg-period', 0)),
     )
-    .addOption(runtimeSocketOption().argParser(asSocketPath))
+    .addOption(runtimeSocketOption("the runtime API's unix socket ('' disables it)").argParser(asSocketPath))
     .addOption(
       new Option(
         '--runtime-socket-group <group>',

@@ -158,6 +158,62 @@ describe('test API server', () => {
     assert.equal(gone.code, 404);
   });
 
+  test('a posted pod is stored defaulted as the real API server would: modes, token expiry, service account', async (t) => {
+    const { core } = await setup(t);
+    const created = await core.createNamespacedPod({
+      namespace: 'ns',
+      body: {
+        metadata: { name: 'p', namespace: 'ns' },
+        spec: {
+          nodeName: 'node1',
+          containers: [{ name: 'c', image: 'busybox' }],
+          volumes: [
+            { name: 'cfg', configMap: { name: 'cm', items: [{ key: 'k', path: 'k' }] } },
+            { name: 'sec', secret: { secretName: 's' } },
+            {
+              name: 'down',
+              downwardAPI: { items: [{ path: 'n', fieldRef: { fieldPath: 'metadata.name' } }] },
+            },
+            { name: 'tok', projected: { sources: [{ serviceAccountToken: { path: 'token' } }] } },
+            { name: 'scratch' },
+          ],
+        },
+      },
+    });
+    const spec = must(created.spec, 'spec');
+    const volume = (name: string) =>
+      must(
+        spec.volumes?.find((v) => v.name === name),
+        name,
+      );
+    assert.equal(volume('cfg').configMap?.defaultMode, 0o644);
+    // An item's mode stays unset: the volume's defaultMode applies to it.
+    assert.equal(volume('cfg').configMap?.items?.[0]?.mode, undefined);
+    assert.equal(volume('sec').secret?.defaultMode, 0o644);
+    assert.equal(volume('down').downwardAPI?.defaultMode, 0o644);
+    assert.equal(volume('down').downwardAPI?.items?.[0]?.fieldRef?.apiVersion, 'v1');
+    assert.equal(volume('tok').projected?.defaultMode, 0o644);
+    assert.equal(volume('tok').projected?.sources?.[0]?.serviceAccountToken?.expirationSeconds, 3600);
+    assert.ok(volume('scratch').emptyDir);
+    assert.equal(spec.serviceAccountName, 'default');
+    assert.equal(spec.serviceAccount, 'default');
+    assert.equal(spec.terminationGracePeriodSeconds, 30);
+    // What the client sent explicitly is kept.
+    const own = await core.createNamespacedPod({
+      namespace: 'ns',
+      body: {
+        metadata: { name: 'q', namespace: 'ns' },
+        spec: {
+          serviceAccountName: 'app',
+          containers: [{ name: 'c', image: 'busybox' }],
+          volumes: [{ name: 'sec', secret: { secretName: 's', defaultMode: 0o400 } }],
+        },
+      },
+    });
+    assert.equal(own.spec?.volumes?.[0]?.secret?.defaultMode, 0o400);
+    assert.equal(own.spec?.serviceAccountName, 'app');
+  });
+
   test('errors are Status objects: 404 NotFound with details, 409 AlreadyExists', async (t) => {
     const { core } = await setup(t);
     const e = await rejects(core.readNamespacedSecret({ namespace: 'ns', name: 'missing' }));

@@ -4,6 +4,7 @@
 // are answered with 410 Gone.
 import { randomUUID } from 'node:crypto';
 import { at } from '../helpers/must.ts';
+import { defaultStoredPod } from './defaulting.ts';
 import { apiVersionOf, type ResourceDef } from './resources.ts';
 import type { KubeObj, Matcher } from './selectors.ts';
 import { alreadyExists, conflict, notFound, StatusError, tooOld } from './status.ts';
@@ -118,6 +119,7 @@ export class TestStore {
     const d = this.def(resource);
     const obj = clone(input);
     obj.metadata ??= {};
+    if (d.id === 'pods') defaultStoredPod(obj, 'create');
     if (!obj.metadata.name && obj.metadata.generateName) {
       obj.metadata.name = obj.metadata.generateName + randomUUID().slice(0, 5);
     }
@@ -171,6 +173,7 @@ export class TestStore {
       next = { ...clone(cur), status: clone(input.status) };
     } else {
       next = clone(input);
+      if (d.id === 'pods') defaultStoredPod(next, 'update');
       if (d.subresources.includes('status')) next.status = clone(cur.status);
     }
     // Identity and server-owned fields cannot be changed by clients.

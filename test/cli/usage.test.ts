@@ -21,3 +21,25 @@ test('a usage error is one line on stderr, exit code 2', async () => {
     assert.match(r.stderr, message, args.join(' '));
   }
 });
+
+test('-v and --version print what podvol version prints', async () => {
+  const version = await runCli(['version']);
+  assert.match(version.stdout, /^podvol \d+\.\d+\.\d+ \(node v\d+/);
+  for (const flag of ['-v', '--version']) {
+    const r = await runCli([flag]);
+    assert.equal(r.code, 0, flag);
+    assert.equal(r.stdout, version.stdout, flag);
+  }
+});
+
+test("mounts and wait --help describe --runtime-socket without run's '' rule", async () => {
+  for (const cmd of ['mounts', 'wait']) {
+    const r = await runCli([cmd, '--help']);
+    assert.match(r.stdout, /--runtime-socket <path>\s+the runtime API's unix socket/, cmd);
+    assert.doesNotMatch(r.stdout, /disables it/, cmd);
+  }
+  assert.match(
+    (await runCli(['run', '--help'])).stdout,
+    /--runtime-socket <path>\s+the runtime API's unix socket \(''\s+disables it\)/,
+  );
+});
