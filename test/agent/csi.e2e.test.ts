@@ -888,6 +888,113 @@ csiTest(
   },
 );
 
+/** The attach/detach controller and external-attacher, done: a VolumeAttachment attached and the node's volumesAttached. */
+function attach(c: Cluster, handles: string[]): void {
+  for (const handle of handles) {
+    const va = c.api.store.create('volumeattachments.storage.k8s.io', {
+      metadata: { name: `csi-${sha256Hex(`${handle}${DRIVER}testnode`)}` },
+      spec: { attacher: DRIVER, nodeName: 'testnode', source: { persistentVolumeName: `pv-${handle}` } },
+    });
+    c.api.store.update(
+      'volumeattachments.storage.k8s.io',
+      { ...va, status: { attached: true, attachmentMetadata: {} } },
+      { subresource: 'status' },
+    );
+  }
+  const n = c.api.store.mustGet('nodes', undefined, 'testnode') as {
+    metadata: { name: string };
+    status?: object;
+  };
+  c.api.store.update(
+    'nodes',
+    {
+      ...n,
+      status: {
+        ...n.status,
+        volumesAttached: handles.map((h) => ({ name: `kubernetes.io/csi/${DRIVER}^${h}`, devicePath: '' })),
+      },
+    },
+    { subresource: 'status' },
+  );
+}
+
+csiTest(
+  'attachRequired: a volume stays in volumesInUse until a NodeUnstageVolume succeeds (a failing unstage, an uncertain stage)',
+  async (t) => {
+    // No CSIDriver object: attach is required, as in kubelet.
+    const c = await csiCluster(t, { csiDriver: null });
+    const keep = createClaim(c, 'keep', { handle: 'keep' });
+    const unc = createClaim(c, 'unc', { handle: 'unc' });
+    attach(c, [keep.handle, unc.handle]);
+    claimPod(c, 'web', 'keep');
+    const p = await c.start();
+    await mounted(p, 'web');
+    const inUse = () =>
+      (c.api.store.mustGet('nodes', undefined, 'testnode') as { status?: { volumesInUse?: string[] } }).status
+        ?.volumesInUse ?? [];
+    const unstages = (handle: string) =>
+      c.calls().filter((x) => x.method === 'NodeUnstageVolume' && x.request.volume_id === handle);
+    // Every look: a volume not yet unstaged must be in volumesInUse. The node is read
+    // before the call log, so a volume that left the list after its unstage is never
+    // taken for one that left before (the driver logs a call before it answers).
+    const early: string[] = [];
+    const check = () => {
+      const listed = inUse();
+      for (const handle of [keep.handle, unc.handle]) {
+        const unique = `kubernetes.io/csi/${DRIVER}^${handle}`;
+        if (!listed.includes(unique) && !unstages(handle).some((x) => x.code === 0)) early.push(handle);
+      }
+    };
+
+    // The driver refuses every NodeUnstageVolume, and times out the second volume's NodeStageVolume.
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.errors = {
+        NodeUnstageVolume: { code: 13, message: 'device busy' },
+        NodeStageVolume: { code: 4, message: 'slow' },
+      };
+    });
+    claimPod(c, 'unc', 'unc');
+    await waitFor(
+      'the uncertain stage',
+      async () => (await volumeOf(p, 'unc'))?.reason === 'CSICallUncertain',
+    );
+    deletePod(c, 'web');
+    deletePod(c, 'unc');
+    // Both pods' volumes torn down, and the unstage of each refused a few times, by the
+    // TearDown and then by the housekeeping sweep that retries it.
+    await waitFor(
+      'both pods gone and three refused unstages each',
+      async () => {
+        check();
+        const pods = (await p.status()).pods.map((x) => x.name);
+        return (
+          !pods.includes('web') &&
+          !pods.includes('unc') &&
+          unstages(keep.handle).filter((x) => x.code === 13).length >= 3 &&
+          unstages(unc.handle).filter((x) => x.code === 13).length >= 3
+        );
+      },
+      60_000,
+    );
+    assert.deepEqual(early, [], 'left volumesInUse while still staged');
+
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.errors = {};
+    });
+    await waitFor(
+      'both unstaged and out of volumesInUse',
+      () => {
+        check();
+        return inUse().length === 0;
+      },
+      30_000,
+    );
+    assert.deepEqual(early, [], 'left volumesInUse while still staged');
+    assert.ok(unstages(keep.handle).some((x) => x.code === 0));
+    assert.ok(unstages(unc.handle).some((x) => x.code === 0));
+  },
+);
+
 csiTest(
   'metrics: csi_operations_seconds per call and kubelet_volume_stats_* from NodeGetVolumeStats',
   async (t) => {

@@ -291,8 +291,24 @@ export interface VolumeStatsSummary {
 }
 
 export interface CSIPlugin extends NodeExpandableVolumePlugin {
-  /** Unstages staged volumes that no pod directory refers to (kubelet leaks them). */
-  cleanupOrphanedStagedVolumes(): Promise<string[]>;
+  /**
+   * Unstages staged volumes that no pod directory refers to (kubelet leaks
+   * them); returns the unique names unstaged. Also the retry of a
+   * NodeUnstageVolume that failed in a TearDown. Every volume is tried: one
+   * that fails goes to `onError` (without it, the first error is thrown once
+   * the others were tried).
+   */
+  cleanupOrphanedStagedVolumes(onError?: (volume: string, err: unknown) => void): Promise<string[]>;
+  /**
+   * The unique names of the attachable volumes that are (or may be) staged on
+   * this node: every staging vol_data.json, written before NodeStageVolume and
+   * removed only once NodeUnstageVolume (or, without STAGE_UNSTAGE_VOLUME, the
+   * cleanup) succeeded, so an uncertain stage and a failed unstage are in it.
+   * kubelet keeps such a device in its actual state, and so in
+   * node.status.volumesInUse, until UnmountDevice succeeds: the attach/detach
+   * controller must not detach a disk still mounted at globalmount.
+   */
+  stagedAttachableVolumes(): Promise<string[]>;
   /**
    * NodeGetVolumeStats of a published volume when the driver has GET_VOLUME_STATS
    * (undefined otherwise): bytes and inodes as kubelet's metrics report them.
@@ -361,6 +377,11 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     return host.csiDriverLister()?.get(driver);
   }
 
+  /** kubelet's CanAttach: attach is required unless the driver's CSIDriver object says attachRequired: false. */
+  function attachRequired(driver: string): boolean {
+    return csiDriverObject(driver)?.spec?.attachRequired !== false;
+  }
+
   async function secretData(ref: V1SecretReference | undefined): Promise<Record<string, string>> {
     if (!ref?.name) return {};
     const kc = kubeConfig();
@@ -387,8 +408,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     src: Source,
     driverObj: V1CSIDriver | undefined,
   ): Promise<Record<string, string>> {
-    const attachRequired = driverObj ? driverObj.spec?.attachRequired !== false : true;
-    if (!attachRequired || src.mode === 'Ephemeral') return {};
+    if (driverObj?.spec?.attachRequired === false || src.mode === 'Ephemeral') return {};
     const kc = kubeConfig();
     if (!kc) {
       throw new VolumeError(
@@ -940,14 +960,30 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
         readOnly: false,
       };
     },
-    async cleanupOrphanedStagedVolumes() {
+    async cleanupOrphanedStagedVolumes(onError) {
       await index.load();
       const done: string[] = [];
+      let first: { err: unknown } | undefined;
       for (const { driver, handle } of index.staged()) {
         if (index.hasUsers(driver, handle) || !o.drivers.get(driver)) continue;
-        if (await unstageIfUnused(driver, handle)) done.push(uniqueVolumeName(driver, handle));
+        const unique = uniqueVolumeName(driver, handle);
+        try {
+          if (await unstageIfUnused(driver, handle)) done.push(unique);
+        } catch (err) {
+          // One driver refusing must not stop the unstage of the others.
+          if (onError) onError(unique, err);
+          else first ??= { err };
+        }
       }
+      if (first) throw first.err;
       return done;
+    },
+    async stagedAttachableVolumes() {
+      await index.load();
+      return index
+        .staged()
+        .filter(({ driver }) => attachRequired(driver))
+        .map(({ driver, handle }) => uniqueVolumeName(driver, handle));
     },
     phaseOf: (podUID, inner) => phases.get(`${podUID}/${inner}`),
     /** Online expansion: a published volume grown while its pod runs (kubelet's GenerateExpandInUseVolumeFunc). */
@@ -1011,9 +1047,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     },
     attachableVolumeName(spec) {
       const pv = pvSource(spec);
-      if (!pv) return undefined;
-      const driverObj = csiDriverObject(pv.driver);
-      if (driverObj && driverObj.spec?.attachRequired === false) return undefined;
+      if (!pv || !attachRequired(pv.driver)) return undefined;
       return uniqueVolumeName(pv.driver, pv.volumeHandle);
     },
   };
