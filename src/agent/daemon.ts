@@ -44,6 +44,8 @@ export interface RunOptions {
   adoptRootDir?: boolean;
   /** How long a first sync that looks like a configuration mistake is held (settle-guard.ts). */
   teardownSettlePeriodMs?: number;
+  /** CSI: kubelet's waitForAttachTimeout (10 minutes when unset). */
+  waitForAttachTimeoutMs?: number;
   /** kubelet's --sync-frequency: how often remount-requiring volumes are re-rendered. */
   syncFrequencyMs?: number;
   /** kubelet's --volume-stats-agg-period: how often emptyDir usage and CSI claims' volume stats are measured; 0 disables it. */
@@ -118,6 +120,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
     desiredVolumes: () => desiredVolumes(),
     csiNodeInfo: o.cluster?.csiNodeInfo,
     hostRoot: o.hostRoot,
+    waitForAttachTimeoutMs: o.waitForAttachTimeoutMs,
   });
   const sources: PodSource[] = [...(o.cluster?.sources ?? [])];
   if (o.podManifestPath) {

@@ -835,6 +835,12 @@ csiTest(
       0,
       'nothing staged before attach',
     );
+    // Retried, and no FailedMount Event for any of the retries while it waits (kubelet posts none).
+    await waitFor('retried while pending', async () => {
+      const v = await volumeOf(p, 'web');
+      return v?.reason === 'AttachPending' && v.attempts >= 3;
+    });
+    assert.deepEqual(failedMounts(c, 'web'), []);
 
     // The attach/detach controller and external-attacher do their part.
     const vaName = `csi-${sha256Hex(`${handle}${DRIVER}testnode`)}`;
@@ -865,6 +871,10 @@ csiTest(
       30_000,
     );
     assert.match(failed.message, /disk busy/);
+    // An attach error ends kubelet's WaitForAttach at once: its Event, with the attacher's message as it is.
+    await waitFor('the WaitForAttach event', () =>
+      failedMounts(c, 'web').includes('MountVolume.WaitForAttach failed for volume "pv-att" : disk busy'),
+    );
     const cur = c.api.store.mustGet('volumeattachments.storage.k8s.io', undefined, vaName);
     c.api.store.update(
       'volumeattachments.storage.k8s.io',
@@ -885,6 +895,48 @@ csiTest(
       30_000,
     );
     assert.ok(c.calls().some((x) => x.method === 'NodeUnstageVolume' && x.code === 0));
+  },
+);
+
+/** The messages of the pod's Warning FailedMount Events. */
+function failedMounts(c: Cluster, pod: string): string[] {
+  return c.api.store
+    .list('events', 'default')
+    .map((e) => e as { reason?: string; message?: string; involvedObject?: { name?: string } })
+    .filter((e) => e.reason === 'FailedMount' && e.involvedObject?.name === pod)
+    .map((e) => e.message ?? '');
+}
+
+csiTest(
+  'attachRequired: the attach wait posts no Event until its timeout, then one MountVolume.WaitForAttach Event',
+  async (t) => {
+    const c = await csiCluster(t, { csiDriver: null });
+    const { pvName, handle } = createClaim(c, 'slow');
+    claimPod(c, 'web', 'slow');
+    const p = await c.start(['--wait-for-attach-timeout', '1s']);
+    const unique = `kubernetes.io/csi/${DRIVER}^${handle}`;
+    // Not yet in volumesAttached (kubelet's VerifyControllerAttachedVolume): retried past the
+    // timeout and still no Event, as the attach wait has not begun.
+    await waitFor('retried before volumesAttached', async () => {
+      const v = await volumeOf(p, 'web');
+      return v?.reason === 'AttachPending' && v.attempts >= 4;
+    });
+    assert.deepEqual(failedMounts(c, 'web'), []);
+    // Listed as attached, but its VolumeAttachment is never attached: the wait times out.
+    const n = c.api.store.mustGet('nodes', undefined, 'testnode') as {
+      metadata: { name: string };
+      status?: object;
+    };
+    c.api.store.update(
+      'nodes',
+      { ...n, status: { ...n.status, volumesAttached: [{ name: unique, devicePath: '' }] } },
+      { subresource: 'status' },
+    );
+    const timedOut = `MountVolume.WaitForAttach failed for volume "${pvName}" : timed out waiting for external-attacher of ${DRIVER} CSI driver to attach volume ${handle}`;
+    await waitFor('the WaitForAttach timeout event', () => failedMounts(c, 'web').includes(timedOut), 60_000);
+    // Every Event the pod got is that one: none for the retries of the wait.
+    assert.deepEqual([...new Set(failedMounts(c, 'web'))], [timedOut]);
+    assert.equal(c.calls().filter((x) => x.method === 'NodeStageVolume').length, 0, 'nothing staged');
   },
 );
 
