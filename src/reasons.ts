@@ -78,8 +78,10 @@ export const volumeReasons = {
   LifecycleModeNotSupported:
     'the CSIDriver does not allow this volume lifecycle mode (Persistent or Ephemeral)',
   AttachRequired: 'the driver needs an attach step and there is no API server for VolumeAttachments',
-  AttachPending: 'the VolumeAttachment is not attached yet',
-  AttachFailed: 'the VolumeAttachment reports an error or is being deleted',
+  AttachPending: 'the VolumeAttachment is not attached yet (no Event while it waits)',
+  AttachTimedOut:
+    'the VolumeAttachment was not attached within the attach wait (10 minutes, as kubelet); one Event, then the wait starts again',
+  AttachFailed: 'the VolumeAttachment reports an error, is being deleted, or cannot be read',
   CSICallFailed: 'a CSI call failed with a final error',
   CSICallUncertain: 'a CSI call failed in a way that leaves the volume maybe set up (retried)',
   FSGroupFailed: "applying the pod's fsGroup to the volume failed",

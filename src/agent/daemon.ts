@@ -44,6 +44,8 @@ export interface RunOptions {
   adoptRootDir?: boolean;
   /** How long a first sync that looks like a configuration mistake is held (settle-guard.ts). */
   teardownSettlePeriodMs?: number;
+  /** CSI: kubelet's waitForAttachTimeout (10 minutes when unset). */
+  waitForAttachTimeoutMs?: number;
   /** kubelet's --sync-frequency: how often remount-requiring volumes are re-rendered. */
   syncFrequencyMs?: number;
   /** kubelet's --volume-stats-agg-period: how often emptyDir usage and CSI claims' volume stats are measured; 0 disables it. */
@@ -104,6 +106,8 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
   let observeCSI: (driver: string, method: string, code: string, seconds: number) => void = () => {};
   // The desired state's specs, for the CSI plugin's unstage decision (set once the volume manager exists).
   let desiredVolumes: () => Iterable<Spec | undefined> = () => [];
+  /** The last error of each staged volume the housekeeping sweep could not unstage. */
+  const unstageErrors = new Map<string, string>();
   const { mounter, pluginMgr, host, drivers, csi, pluginWatcher } = createVolumeStack({
     rootDir,
     nodeName: o.nodeName,
@@ -116,6 +120,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
     desiredVolumes: () => desiredVolumes(),
     csiNodeInfo: o.cluster?.csiNodeInfo,
     hostRoot: o.hostRoot,
+    waitForAttachTimeoutMs: o.waitForAttachTimeoutMs,
   });
   const sources: PodSource[] = [...(o.cluster?.sources ?? [])];
   if (o.podManifestPath) {
@@ -225,8 +230,16 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
     housekeeping: async () => {
       // Runs after teardowns: the objects of pods whose last volume just went are released.
       o.cluster?.podsChanged(podManager.pods(), podInUse);
-      for (const v of await csi.cleanupOrphanedStagedVolumes())
+      const unstaged = await csi.cleanupOrphanedStagedVolumes((volume, err) => {
+        // Retried every housekeeping pass: logged when the error changes, not every 2 s.
+        const msg = errorMessage(err);
+        if (unstageErrors.get(volume) !== msg) log.warn({ volume, err: msg }, 'UnmountDevice failed');
+        unstageErrors.set(volume, msg);
+      });
+      for (const v of unstaged) {
+        unstageErrors.delete(v);
         log.info({ volume: v }, 'unstaged orphaned CSI volume');
+      }
     },
   });
   desiredVolumes = () => vm.dsw.volumesToMount().map((d) => d.spec);
@@ -237,7 +250,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
       kubeConfig: o.cluster.kubeConfig,
       nodeName: o.nodeName,
       logger: log,
-      inUse: () => {
+      inUse: async () => {
         const names: string[] = [];
         const add = (spec: Parameters<typeof csi.attachableVolumeName>[0] | undefined) => {
           const n = spec && csi.attachableVolumeName(spec);
@@ -245,6 +258,9 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
         };
         for (const d of vm.dsw.volumesToMount()) add(d.spec);
         for (const v of vm.asw.all()) add(v.spec);
+        // A device stays in use until it is unstaged, after its pods' volumes are gone
+        // (kubelet's actual state keeps it attached until UnmountDevice succeeds).
+        names.push(...(await csi.stagedAttachableVolumes()));
         return names;
       },
     });

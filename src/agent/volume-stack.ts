@@ -38,6 +38,8 @@ export interface VolumeStackOptions {
   observeCSI?: CSIOptions['observe'];
   /** CSI: the specs the desired state wants mounted (no unstage while one wants the volume); none for drain. */
   desiredVolumes?: CSIOptions['desiredVolumes'];
+  /** CSI: how long a volume waits for its VolumeAttachment before the wait fails with an Event (kubelet: 10 minutes). */
+  waitForAttachTimeoutMs?: number;
   /** CSI: the CSINode/annotation manager a driver's registration updates; none without a cluster. */
   csiNodeInfo?: NodeInfoManager;
 }
@@ -78,6 +80,7 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
     volumesReportedInUse: o.volumesReportedInUse ?? (() => new Set()),
     observe: o.observeCSI,
     desiredVolumes: o.desiredVolumes,
+    waitForAttachTimeoutMs: o.waitForAttachTimeoutMs,
   });
   pluginMgr.initPlugins([...probeVolumePlugins(), csi], host);
   // kubelet's plugin manager: CSI drivers register through <root>/plugins_registry.

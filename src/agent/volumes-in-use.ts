@@ -12,8 +12,8 @@ export interface VolumesInUseOptions {
   kubeConfig: KubeConfig;
   nodeName: string;
   logger: Logger;
-  /** The unique names of the attachable volumes desired or still mounted. */
-  inUse: () => string[];
+  /** The unique names of the attachable volumes desired, still mounted, or still staged. */
+  inUse: () => string[] | Promise<string[]>;
   periodMs?: number;
 }
 
@@ -53,7 +53,15 @@ export class VolumesInUseReporter {
   }
 
   async syncOnce(): Promise<void> {
-    const want = [...new Set(this.#o.inUse())].sort();
+    let names: string[];
+    try {
+      names = await this.#o.inUse();
+    } catch (err) {
+      // Writing a list that misses a volume could let it be detached: write nothing this pass.
+      this.#o.logger.warn({ err: errorMessage(err) }, 'could not list the volumes in use');
+      return;
+    }
+    const want = [...new Set(names)].sort();
     const key = JSON.stringify(want);
     if (key === this.#lastWritten) return;
     try {

@@ -11,7 +11,7 @@ import { claimRootDir, RootDirError } from '../agent/root-dir.ts';
 import { lockRootDir, RootDirLockedError } from '../agent/root-lock.ts';
 import { resolveGroup } from '../agent/runtime/group.ts';
 import { StartAborted, StartFailed } from '../agent/start-up.ts';
-import { VOLUME_STATS_PERIOD_MS } from '../agent/volumemanager/context.ts';
+import { VOLUME_STATS_PERIOD_MS, WAIT_FOR_ATTACH_TIMEOUT_MS } from '../agent/volumemanager/context.ts';
 import { errorMessage } from '../errno.ts';
 import { version } from '../version.ts';
 import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
@@ -55,6 +55,8 @@ export interface RunFlags extends AccessFlags {
   runtimeSocketGroup?: number;
   hostRoot: string;
   teardownSettlePeriod: number;
+  /** Milliseconds. */
+  waitForAttachTimeout: number;
   maxConcurrentOperations?: number;
   adoptRootDir?: boolean;
 }
@@ -151,6 +153,7 @@ async function runUntilStopped(
       rootDir,
       adoptRootDir: flags.adoptRootDir ?? false,
       teardownSettlePeriodMs: flags.teardownSettlePeriod,
+      waitForAttachTimeoutMs: flags.waitForAttachTimeout,
       maxConcurrentOperations: flags.maxConcurrentOperations,
       nodeName: flags.nodeName,
       podManifestPath: flags.podManifestPath,
@@ -275,6 +278,15 @@ export function runCommand(program: Command): void {
         .env('PODVOL_TEARDOWN_SETTLE_PERIOD')
         .default(30_000, formatDuration(30_000))
         .argParser(durationArg('--teardown-settle-period', 0)),
+    )
+    .addOption(
+      new Option(
+        '--wait-for-attach-timeout <duration>',
+        "how long a CSI volume that needs attaching waits for its VolumeAttachment before the wait fails with an Event and starts again (kubelet's waitForAttachTimeout)",
+      )
+        .env('PODVOL_WAIT_FOR_ATTACH_TIMEOUT')
+        .default(WAIT_FOR_ATTACH_TIMEOUT_MS, formatDuration(WAIT_FOR_ATTACH_TIMEOUT_MS))
+        .argParser(durationArg('--wait-for-attach-timeout')),
     )
     .addOption(
       new Option(

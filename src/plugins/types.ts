@@ -86,21 +86,25 @@ export interface NodeExpandableVolumePlugin extends VolumePlugin {
 export const isNodeExpandable = (p: VolumePlugin): p is NodeExpandableVolumePlugin =>
   'nodeExpand' in p && typeof p.nodeExpand === 'function';
 
+/** The steps of kubelet's mount operation before SetUp, as its Events name them. */
+export type VolumeErrorStep = 'WaitForAttach' | 'MountDevice';
+
 /** An error that knows its reason, one of the catalogue in src/reasons.ts. */
 export class VolumeError extends Error {
   readonly reason: VolumeReason;
   /**
    * kubelet's step of the mount operation that failed, the prefix of its Event
-   * (`MountVolume.<step> failed for volume ...`): 'MountDevice' for a device
-   * mount (NodeStageVolume); unset for SetUp.
+   * (`MountVolume.<step> failed for volume ...`): 'WaitForAttach' for the wait
+   * on the VolumeAttachment, 'MountDevice' for a device mount
+   * (NodeStageVolume); unset for SetUp.
    */
-  readonly step?: 'MountDevice';
+  readonly step?: VolumeErrorStep;
   /** The error as kubelet's Event shows it (a driver's gRPC status as it came), when podvol's message adds to it. */
   readonly eventMessage?: string;
   constructor(
     reason: VolumeReason,
     message: string,
-    options?: { cause?: unknown; step?: 'MountDevice'; eventMessage?: string },
+    options?: { cause?: unknown; step?: VolumeErrorStep; eventMessage?: string },
   ) {
     super(message, options);
     this.name = 'VolumeError';

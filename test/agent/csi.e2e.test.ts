@@ -835,6 +835,12 @@ csiTest(
       0,
       'nothing staged before attach',
     );
+    // Retried, and no FailedMount Event for any of the retries while it waits (kubelet posts none).
+    await waitFor('retried while pending', async () => {
+      const v = await volumeOf(p, 'web');
+      return v?.reason === 'AttachPending' && v.attempts >= 3;
+    });
+    assert.deepEqual(failedMounts(c, 'web'), []);
 
     // The attach/detach controller and external-attacher do their part.
     const vaName = `csi-${sha256Hex(`${handle}${DRIVER}testnode`)}`;
@@ -865,6 +871,10 @@ csiTest(
       30_000,
     );
     assert.match(failed.message, /disk busy/);
+    // An attach error ends kubelet's WaitForAttach at once: its Event, with the attacher's message as it is.
+    await waitFor('the WaitForAttach event', () =>
+      failedMounts(c, 'web').includes('MountVolume.WaitForAttach failed for volume "pv-att" : disk busy'),
+    );
     const cur = c.api.store.mustGet('volumeattachments.storage.k8s.io', undefined, vaName);
     c.api.store.update(
       'volumeattachments.storage.k8s.io',
@@ -885,6 +895,155 @@ csiTest(
       30_000,
     );
     assert.ok(c.calls().some((x) => x.method === 'NodeUnstageVolume' && x.code === 0));
+  },
+);
+
+/** The messages of the pod's Warning FailedMount Events. */
+function failedMounts(c: Cluster, pod: string): string[] {
+  return c.api.store
+    .list('events', 'default')
+    .map((e) => e as { reason?: string; message?: string; involvedObject?: { name?: string } })
+    .filter((e) => e.reason === 'FailedMount' && e.involvedObject?.name === pod)
+    .map((e) => e.message ?? '');
+}
+
+csiTest(
+  'attachRequired: the attach wait posts no Event until its timeout, then one MountVolume.WaitForAttach Event',
+  async (t) => {
+    const c = await csiCluster(t, { csiDriver: null });
+    const { pvName, handle } = createClaim(c, 'slow');
+    claimPod(c, 'web', 'slow');
+    const p = await c.start(['--wait-for-attach-timeout', '1s']);
+    const unique = `kubernetes.io/csi/${DRIVER}^${handle}`;
+    // Not yet in volumesAttached (kubelet's VerifyControllerAttachedVolume): retried past the
+    // timeout and still no Event, as the attach wait has not begun.
+    await waitFor('retried before volumesAttached', async () => {
+      const v = await volumeOf(p, 'web');
+      return v?.reason === 'AttachPending' && v.attempts >= 4;
+    });
+    assert.deepEqual(failedMounts(c, 'web'), []);
+    // Listed as attached, but its VolumeAttachment is never attached: the wait times out.
+    const n = c.api.store.mustGet('nodes', undefined, 'testnode') as {
+      metadata: { name: string };
+      status?: object;
+    };
+    c.api.store.update(
+      'nodes',
+      { ...n, status: { ...n.status, volumesAttached: [{ name: unique, devicePath: '' }] } },
+      { subresource: 'status' },
+    );
+    const timedOut = `MountVolume.WaitForAttach failed for volume "${pvName}" : timed out waiting for external-attacher of ${DRIVER} CSI driver to attach volume ${handle}`;
+    await waitFor('the WaitForAttach timeout event', () => failedMounts(c, 'web').includes(timedOut), 60_000);
+    // Every Event the pod got is that one: none for the retries of the wait.
+    assert.deepEqual([...new Set(failedMounts(c, 'web'))], [timedOut]);
+    assert.equal(c.calls().filter((x) => x.method === 'NodeStageVolume').length, 0, 'nothing staged');
+  },
+);
+
+/** The attach/detach controller and external-attacher, done: a VolumeAttachment attached and the node's volumesAttached. */
+function attach(c: Cluster, handles: string[]): void {
+  for (const handle of handles) {
+    const va = c.api.store.create('volumeattachments.storage.k8s.io', {
+      metadata: { name: `csi-${sha256Hex(`${handle}${DRIVER}testnode`)}` },
+      spec: { attacher: DRIVER, nodeName: 'testnode', source: { persistentVolumeName: `pv-${handle}` } },
+    });
+    c.api.store.update(
+      'volumeattachments.storage.k8s.io',
+      { ...va, status: { attached: true, attachmentMetadata: {} } },
+      { subresource: 'status' },
+    );
+  }
+  const n = c.api.store.mustGet('nodes', undefined, 'testnode') as {
+    metadata: { name: string };
+    status?: object;
+  };
+  c.api.store.update(
+    'nodes',
+    {
+      ...n,
+      status: {
+        ...n.status,
+        volumesAttached: handles.map((h) => ({ name: `kubernetes.io/csi/${DRIVER}^${h}`, devicePath: '' })),
+      },
+    },
+    { subresource: 'status' },
+  );
+}
+
+csiTest(
+  'attachRequired: a volume stays in volumesInUse until a NodeUnstageVolume succeeds (a failing unstage, an uncertain stage)',
+  async (t) => {
+    // No CSIDriver object: attach is required, as in kubelet.
+    const c = await csiCluster(t, { csiDriver: null });
+    const keep = createClaim(c, 'keep', { handle: 'keep' });
+    const unc = createClaim(c, 'unc', { handle: 'unc' });
+    attach(c, [keep.handle, unc.handle]);
+    claimPod(c, 'web', 'keep');
+    const p = await c.start();
+    await mounted(p, 'web');
+    const inUse = () =>
+      (c.api.store.mustGet('nodes', undefined, 'testnode') as { status?: { volumesInUse?: string[] } }).status
+        ?.volumesInUse ?? [];
+    const unstages = (handle: string) =>
+      c.calls().filter((x) => x.method === 'NodeUnstageVolume' && x.request.volume_id === handle);
+    // Every look: a volume not yet unstaged must be in volumesInUse. The node is read
+    // before the call log, so a volume that left the list after its unstage is never
+    // taken for one that left before (the driver logs a call before it answers).
+    const early: string[] = [];
+    const check = () => {
+      const listed = inUse();
+      for (const handle of [keep.handle, unc.handle]) {
+        const unique = `kubernetes.io/csi/${DRIVER}^${handle}`;
+        if (!listed.includes(unique) && !unstages(handle).some((x) => x.code === 0)) early.push(handle);
+      }
+    };
+
+    // The driver refuses every NodeUnstageVolume, and times out the second volume's NodeStageVolume.
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.errors = {
+        NodeUnstageVolume: { code: 13, message: 'device busy' },
+        NodeStageVolume: { code: 4, message: 'slow' },
+      };
+    });
+    claimPod(c, 'unc', 'unc');
+    await waitFor(
+      'the uncertain stage',
+      async () => (await volumeOf(p, 'unc'))?.reason === 'CSICallUncertain',
+    );
+    deletePod(c, 'web');
+    deletePod(c, 'unc');
+    // Both pods' volumes torn down, and the unstage of each refused a few times, by the
+    // TearDown and then by the housekeeping sweep that retries it.
+    await waitFor(
+      'both pods gone and three refused unstages each',
+      async () => {
+        check();
+        const pods = (await p.status()).pods.map((x) => x.name);
+        return (
+          !pods.includes('web') &&
+          !pods.includes('unc') &&
+          unstages(keep.handle).filter((x) => x.code === 13).length >= 3 &&
+          unstages(unc.handle).filter((x) => x.code === 13).length >= 3
+        );
+      },
+      60_000,
+    );
+    assert.deepEqual(early, [], 'left volumesInUse while still staged');
+
+    updateDriverConfig(c.stateDir, (cfg) => {
+      cfg.errors = {};
+    });
+    await waitFor(
+      'both unstaged and out of volumesInUse',
+      () => {
+        check();
+        return inUse().length === 0;
+      },
+      30_000,
+    );
+    assert.deepEqual(early, [], 'left volumesInUse while still staged');
+    assert.ok(unstages(keep.handle).some((x) => x.code === 0));
+    assert.ok(unstages(unc.handle).some((x) => x.code === 0));
   },
 );
 

@@ -21,6 +21,13 @@ import type { Terminating } from './status.ts';
 export const VOLUME_STATS_PERIOD_MS = 60_000;
 
 /**
+ * kubelet's waitForAttachTimeout (pkg/kubelet/volumemanager/volume_manager.go):
+ * how long a mount waits for an attachable volume's VolumeAttachment. Here for
+ * the same reason as the one above.
+ */
+export const WAIT_FOR_ATTACH_TIMEOUT_MS = 10 * 60_000;
+
+/**
  * The operation_name of storage_operation_duration_seconds and the operation
  * of podvol_operation_errors_total. kubelet's names, and volume_refresh:
  * SetUp of a volume that is already mounted (configMap, secret, downwardAPI

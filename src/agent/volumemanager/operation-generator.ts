@@ -190,9 +190,13 @@ async function mountVolumeSteps(
           ? `MountVolume.${err.step} failed`
           : 'MountVolume.SetUp failed';
     const shown = err instanceof VolumeError && err.eventMessage !== undefined ? err.eventMessage : message;
-    host
-      .getEventRecorder()
-      .eventf(pod, 'Warning', 'FailedMount', `${step} for volume "${specName(spec)}" : ${shown}`);
+    // Waiting for attachment is no failure yet: kubelet's VerifyControllerAttachedVolume posts
+    // nothing and its WaitForAttach blocks until attached or timed out (AttachTimedOut, which does).
+    if (reason !== 'AttachPending') {
+      host
+        .getEventRecorder()
+        .eventf(pod, 'Warning', 'FailedMount', `${step} for volume "${specName(spec)}" : ${shown}`);
+    }
     throw err;
   }
   const durationMs = op.succeeded();

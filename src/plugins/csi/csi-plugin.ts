@@ -18,7 +18,8 @@ import type {
   V1Pod,
   V1SecretReference,
 } from '@kubernetes/client-node';
-import { errorMessage } from '../../errno.ts';
+import { WAIT_FOR_ATTACH_TIMEOUT_MS } from '../../agent/volumemanager/context.ts';
+import { errorMessage, fieldOf } from '../../errno.ts';
 import { escapeQualifiedName } from '../../volumehost/paths.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import {
@@ -30,6 +31,7 @@ import {
   specName,
   type Unmounter,
   VolumeError,
+  type VolumeErrorStep,
 } from '../types.ts';
 import { KeyedMutex } from '../util/keyed-mutex.ts';
 import { volumeByteSize } from '../util/quantity.ts';
@@ -85,6 +87,11 @@ export interface CSIPluginOptions {
   proto?: CSIProto | CSIProtoSource;
   /** Per-call deadline; kubelet's is 2 minutes. */
   timeoutMs?: number;
+  /**
+   * How long a volume waits for its VolumeAttachment to be attached before the
+   * wait fails with an Event (kubelet's waitForAttachTimeout, 10 minutes).
+   */
+  waitForAttachTimeoutMs?: number;
   /**
    * The unique names this node has reported in node.status.volumesInUse. An
    * attachable volume is used only once it is there (kubelet's ReportedInUse).
@@ -202,7 +209,7 @@ export function supportsFSGroup(
  * (`rpc error: code = Internal desc = ...`), as kubelet's does; the log and
  * /status name the call too.
  */
-function rpcError(call: string, err: unknown, step?: 'MountDevice'): VolumeError {
+function rpcError(call: string, err: unknown, step?: VolumeErrorStep): VolumeError {
   const described = describeGrpcError(err);
   return new VolumeError(
     isFinalError(err) ? 'CSICallFailed' : 'CSICallUncertain',
@@ -291,8 +298,24 @@ export interface VolumeStatsSummary {
 }
 
 export interface CSIPlugin extends NodeExpandableVolumePlugin {
-  /** Unstages staged volumes that no pod directory refers to (kubelet leaks them). */
-  cleanupOrphanedStagedVolumes(): Promise<string[]>;
+  /**
+   * Unstages staged volumes that no pod directory refers to (kubelet leaks
+   * them); returns the unique names unstaged. Also the retry of a
+   * NodeUnstageVolume that failed in a TearDown. Every volume is tried: one
+   * that fails goes to `onError` (without it, the first error is thrown once
+   * the others were tried).
+   */
+  cleanupOrphanedStagedVolumes(onError?: (volume: string, err: unknown) => void): Promise<string[]>;
+  /**
+   * The unique names of the attachable volumes that are (or may be) staged on
+   * this node: every staging vol_data.json, written before NodeStageVolume and
+   * removed only once NodeUnstageVolume (or, without STAGE_UNSTAGE_VOLUME, the
+   * cleanup) succeeded, so an uncertain stage and a failed unstage are in it.
+   * kubelet keeps such a device in its actual state, and so in
+   * node.status.volumesInUse, until UnmountDevice succeeds: the attach/detach
+   * controller must not detach a disk still mounted at globalmount.
+   */
+  stagedAttachableVolumes(): Promise<string[]>;
   /**
    * NodeGetVolumeStats of a published volume when the driver has GET_VOLUME_STATS
    * (undefined otherwise): bytes and inodes as kubelet's metrics report them.
@@ -318,6 +341,14 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
   /** Staged devices known in this process; anything else is staged (again) on the next SetUp. */
   const staged = new Set<string>();
   const phases = new Map<string, string>();
+  /**
+   * When each pod volume (<pod UID>/<volume>) first found its VolumeAttachment
+   * not attached. kubelet's WaitForAttach blocks one mount operation for up to
+   * waitForAttachTimeout; podvol looks once per retry instead, so the wait's
+   * start is kept across retries until it ends (attached, failed or timed out).
+   */
+  const attachWaitSince = new Map<string, number>();
+  const waitForAttachTimeoutMs = o.waitForAttachTimeoutMs ?? WAIT_FOR_ATTACH_TIMEOUT_MS;
   const shutdown = new AbortController();
   /** Calls in flight, for the shutdown log. */
   let inFlight = 0;
@@ -361,6 +392,11 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     return host.csiDriverLister()?.get(driver);
   }
 
+  /** kubelet's CanAttach: attach is required unless the driver's CSIDriver object says attachRequired: false. */
+  function attachRequired(driver: string): boolean {
+    return csiDriverObject(driver)?.spec?.attachRequired !== false;
+  }
+
   async function secretData(ref: V1SecretReference | undefined): Promise<Record<string, string>> {
     if (!ref?.name) return {};
     const kc = kubeConfig();
@@ -382,13 +418,22 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     }
   }
 
-  /** kubelet's WaitForAttach + getPublishContext: one look at the VolumeAttachment, never a poll. */
+  /**
+   * kubelet's VerifyControllerAttachedVolume, WaitForAttach and
+   * getPublishContext: one look at the node and the VolumeAttachment per
+   * retry, never a poll. As in kubelet, nothing waiting here posts an Event
+   * (reason AttachPending) until the VolumeAttachment has not been attached
+   * for the attach wait's timeout, counted from the first look at it; then one
+   * `MountVolume.WaitForAttach failed` Event (AttachTimedOut) and a new wait.
+   * An attach error or a VolumeAttachment being deleted fails the wait at
+   * once, with an Event.
+   */
   async function publishContext(
     src: Source,
     driverObj: V1CSIDriver | undefined,
+    waitKey: string,
   ): Promise<Record<string, string>> {
-    const attachRequired = driverObj ? driverObj.spec?.attachRequired !== false : true;
-    if (!attachRequired || src.mode === 'Ephemeral') return {};
+    if (driverObj?.spec?.attachRequired === false || src.mode === 'Ephemeral') return {};
     const kc = kubeConfig();
     if (!kc) {
       throw new VolumeError(
@@ -416,23 +461,43 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       if (err instanceof VolumeError) throw err;
       throw new VolumeError('AttachPending', `failed to read node ${node}: ${errorMessage(err)}`);
     }
+    // From here on it is kubelet's WaitForAttach, with its timeout.
+    const since = attachWaitSince.get(waitKey) ?? Date.now();
+    attachWaitSince.set(waitKey, since);
+    const failWait = (message: string, eventMessage: string, cause?: unknown): never => {
+      attachWaitSince.delete(waitKey);
+      throw new VolumeError('AttachFailed', message, { cause, step: 'WaitForAttach', eventMessage });
+    };
+    const notYet = (message: string): never => {
+      if (Date.now() - since < waitForAttachTimeoutMs) throw new VolumeError('AttachPending', message);
+      attachWaitSince.delete(waitKey);
+      // csi_attacher's waitForVolumeAttachDetachStatusWithLister, word for word.
+      const timedOut = `timed out waiting for external-attacher of ${src.driver} CSI driver to attach volume ${src.handle}`;
+      throw new VolumeError('AttachTimedOut', `${timedOut} (${message})`, {
+        step: 'WaitForAttach',
+        eventMessage: timedOut,
+      });
+    };
     const name = attachmentName(src.handle, src.driver, node);
     let va: Awaited<ReturnType<StorageV1Api['readVolumeAttachment']>>;
     try {
       va = await kc.makeApiClient((await kubeClient()).StorageV1Api).readVolumeAttachment({ name });
     } catch (err) {
-      throw new VolumeError(
-        'AttachPending',
+      // kubelet's lister: not found yet is still waiting; any other error ends the wait.
+      if (fieldOf(err, 'code') === 404) return notYet(`volume attachment ${name} does not exist yet`);
+      return failWait(
         `volume attachment ${name} is not available: ${errorMessage(err)}`,
+        errorMessage(err),
+        err,
       );
     }
     if (va.metadata?.deletionTimestamp) {
-      throw new VolumeError('AttachFailed', `volume attachment ${name} is being deleted`);
+      return failWait(`volume attachment ${name} is being deleted`, 'volume attachment is being deleted');
     }
     const attachErr = va.status?.attachError?.message;
-    if (attachErr) throw new VolumeError('AttachFailed', `attachment ${name} has error: ${attachErr}`);
-    if (!va.status?.attached)
-      throw new VolumeError('AttachPending', `volume ${src.handle} is not attached yet (${name})`);
+    if (attachErr) return failWait(`attachment ${name} has error: ${attachErr}`, attachErr);
+    if (!va.status?.attached) return notYet(`volume ${src.handle} is not attached yet (${name})`);
+    attachWaitSince.delete(waitKey);
     return va.status.attachmentMetadata ?? {};
   }
 
@@ -691,7 +756,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       await deviceLock.run(unique, async () => {
         if (src.mode === 'Persistent') {
           phase('attaching');
-          pubCtx = await publishContext(src, driverObj);
+          pubCtx = await publishContext(src, driverObj, `${this.#uid}/${this.#inner}`);
           globalmount = stagingPath(pluginDir(), src.driver, src.handle);
           if (!staged.has(unique)) {
             phase('staging');
@@ -861,6 +926,8 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     }
 
     async tearDownAt(target: string): Promise<void> {
+      // A wait for attachment ends with the pod's volume.
+      attachWaitSince.delete(`${this.#uid}/${this.#inner}`);
       await index.load();
       const dir = dirname(target);
       const data = await loadVolumeData(dir);
@@ -940,14 +1007,30 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
         readOnly: false,
       };
     },
-    async cleanupOrphanedStagedVolumes() {
+    async cleanupOrphanedStagedVolumes(onError) {
       await index.load();
       const done: string[] = [];
+      let first: { err: unknown } | undefined;
       for (const { driver, handle } of index.staged()) {
         if (index.hasUsers(driver, handle) || !o.drivers.get(driver)) continue;
-        if (await unstageIfUnused(driver, handle)) done.push(uniqueVolumeName(driver, handle));
+        const unique = uniqueVolumeName(driver, handle);
+        try {
+          if (await unstageIfUnused(driver, handle)) done.push(unique);
+        } catch (err) {
+          // One driver refusing must not stop the unstage of the others.
+          if (onError) onError(unique, err);
+          else first ??= { err };
+        }
       }
+      if (first) throw first.err;
       return done;
+    },
+    async stagedAttachableVolumes() {
+      await index.load();
+      return index
+        .staged()
+        .filter(({ driver }) => attachRequired(driver))
+        .map(({ driver, handle }) => uniqueVolumeName(driver, handle));
     },
     phaseOf: (podUID, inner) => phases.get(`${podUID}/${inner}`),
     /** Online expansion: a published volume grown while its pod runs (kubelet's GenerateExpandInUseVolumeFunc). */
@@ -1011,9 +1094,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     },
     attachableVolumeName(spec) {
       const pv = pvSource(spec);
-      if (!pv) return undefined;
-      const driverObj = csiDriverObject(pv.driver);
-      if (driverObj && driverObj.spec?.attachRequired === false) return undefined;
+      if (!pv || !attachRequired(pv.driver)) return undefined;
       return uniqueVolumeName(pv.driver, pv.volumeHandle);
     },
   };
