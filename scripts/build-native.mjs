@@ -1,22 +1,29 @@
-// npm's install hook: builds native/peercred (SO_PEERCRED for the runtime
-// socket) with the C compiler and the Node-API headers from the
-// node-api-headers package. Node-API is ABI-stable, so the result loads in
-// any Node >= 18 whatever Node ran this script. Plain JavaScript on purpose:
-// `npm ci --omit=dev` runs it with the machine's Node, which may not strip
-// TypeScript types.
+// npm's install hook: builds every Node-API addon in native/ (native/<name>/<name>.c
+// into native/<name>/build/<name>.node) with the C compiler and the Node-API
+// headers from the node-api-headers package. Node-API is ABI-stable, so the
+// result loads in any Node >= 18 whatever Node ran this script. Plain
+// JavaScript on purpose: `npm ci --omit=dev` runs it with the machine's Node,
+// which may not strip TypeScript types.
 //
-// A missing compiler is not an install failure: podvol then refuses to open
-// its runtime socket (it cannot check who connects) and says why; every
-// other part of podvol works.
+// - peercred: SO_PEERCRED for the runtime socket.
+// - openat2: one-call safe path resolution for safe-fs.
+//
+// A missing compiler is not an install failure: without peercred podvol
+// refuses to open its runtime socket (it cannot check who connects) and says
+// why; without openat2 safe-fs walks paths one component at a time, as on a
+// kernel older than 5.6. Every other part of podvol works.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const src = join(root, 'native/peercred/peercred.c');
-const out = join(root, 'native/peercred/build/peercred.node');
+/** What each addon's absence costs, for the warning. */
+const without = {
+  peercred: 'the runtime socket will be unavailable',
+  openat2: 'safe-fs walks paths component by component (slower, as safe)',
+};
 
 function includeDirs() {
   const dirs = [];
@@ -27,29 +34,37 @@ function includeDirs() {
   return dirs.filter((d) => existsSync(join(d, 'node_api.h')));
 }
 
+const addons = readdirSync(join(root, 'native'), { withFileTypes: true })
+  .filter((e) => e.isDirectory() && existsSync(join(root, 'native', e.name, `${e.name}.c`)))
+  .map((e) => e.name)
+  .sort();
 const include = includeDirs()[0];
 if (process.platform !== 'linux') {
-  console.log('# peercred: not Linux, skipped (the runtime socket needs Linux)');
+  console.log(`# ${addons.join(', ')}: not Linux, skipped (podvol needs Linux)`);
   process.exit(0);
 }
 if (!include) {
   console.warn(
-    '# peercred: no node_api.h found (npm ci installs node-api-headers); the runtime socket will be unavailable',
+    `# ${addons.join(', ')}: no node_api.h found (npm ci installs node-api-headers); ${addons.map((a) => without[a] ?? 'not built').join('; ')}`,
   );
   process.exit(0);
 }
-mkdirSync(dirname(out), { recursive: true });
 const cc = process.env.CC || 'cc';
-const tmp = `${out}.tmp`;
-const r = spawnSync(cc, ['-O2', '-Wall', '-fPIC', '-shared', '-I', include, '-o', tmp, src], {
-  stdio: 'inherit',
-  timeout: 120_000,
-});
-if (r.error || r.status !== 0) {
-  console.warn(
-    `# peercred: ${cc} failed (${r.error?.message ?? `exit ${r.status}`}); install a C compiler (Debian: gcc) and run npm rebuild, or podvol runs without its runtime socket`,
-  );
-  process.exit(0);
+for (const name of addons) {
+  const src = join(root, 'native', name, `${name}.c`);
+  const out = join(root, 'native', name, 'build', `${name}.node`);
+  mkdirSync(dirname(out), { recursive: true });
+  const tmp = `${out}.tmp`;
+  const r = spawnSync(cc, ['-O2', '-Wall', '-fPIC', '-shared', '-I', include, '-o', tmp, src], {
+    stdio: 'inherit',
+    timeout: 120_000,
+  });
+  if (r.error || r.status !== 0) {
+    console.warn(
+      `# ${name}: ${cc} failed (${r.error?.message ?? `exit ${r.status}`}); install a C compiler (Debian: gcc) and run npm rebuild; until then ${without[name] ?? 'it is missing'}`,
+    );
+    continue;
+  }
+  renameSync(tmp, out);
+  console.log(`# ${name}: built ${out}`);
 }
-renameSync(tmp, out);
-console.log(`# peercred: built ${out}`);

@@ -4,9 +4,11 @@
 // (src/agent/ops/plan-fs.ts) so that their real SetUp and TearDown run without
 // touching the host. Paths may be `/proc/self/fd/<fd>/...` magic links of an
 // open directory (safe-fs.ts works that way), so an implementation resolves them.
-import { constants } from 'node:fs';
+import { close, constants, fchmod, fchown, fstat, writeFile } from 'node:fs';
 import * as fsp from 'node:fs/promises';
+import { promisify } from 'node:util';
 import { mountIdOf } from '../mount/target.ts';
+import { type OpenBeneath, openat2Beneath } from './openat2.ts';
 
 /** The part of fs.Stats podvol reads. */
 export interface FsStats {
@@ -37,6 +39,15 @@ export interface FsHandle {
 /** node:fs/promises as podvol uses it. Errors carry node's errno `code`s (ENOENT, EEXIST, ELOOP...). */
 export interface FsOps {
   open(path: string, flags: number, mode?: number): Promise<FsHandle>;
+  /**
+   * openat2(2) of `rel` below the open directory `dirfd` with RESOLVE_BENEATH,
+   * RESOLVE_NO_SYMLINKS, RESOLVE_NO_MAGICLINKS and RESOLVE_NO_XDEV: one call
+   * with the guarantee of safe-fs's walk (ELOOP for a symlink anywhere, EXDEV
+   * for a mount point, ENOTDIR). Rejects with ENOSYS where the kernel or the
+   * addon has none; absent on filesystems that are not the host's (safe-fs
+   * then walks).
+   */
+  openBeneath?(dirfd: number, rel: string, flags: number, mode?: number): Promise<FsHandle>;
   /** The `mnt_id` of an open fd (/proc/self/fdinfo): which mount it lies on. */
   mountIdOf(fd: number): Promise<number>;
   lstat(path: string): Promise<FsStats>;
@@ -77,30 +88,89 @@ async function readdirSome(path: string, max: number): Promise<string[]> {
   return names;
 }
 
-const hostFsOps: Readonly<FsOps> = Object.freeze<FsOps>({
-  open: (path, flags, mode) => fsp.open(path, flags, mode),
-  mountIdOf: async (fd) => mountIdOf(fd),
-  lstat: (path) => fsp.lstat(path),
-  stat: (path) => fsp.stat(path),
-  statfsType: async (path) => (await fsp.statfs(path)).type,
-  readdir: (path) => fsp.readdir(path),
-  readdirSome,
-  readFile: (path) => fsp.readFile(path),
-  readlink: (path) => fsp.readlink(path),
-  mkdir: (path, mode) => fsp.mkdir(path, { mode }).then(() => {}),
-  symlink: (target, path) => fsp.symlink(target, path),
-  rename: (from, to) => fsp.rename(from, to),
-  unlink: (path) => fsp.unlink(path),
-  rmdir: (path) => fsp.rmdir(path),
-  chmod: (path, mode) => fsp.chmod(path, mode),
-  chown: (path, uid, gid) => fsp.chown(path, uid, gid),
-  lchown: (path, uid, gid) => fsp.lchown(path, uid, gid),
-});
+const fstatAsync = promisify(fstat);
+const fchmodAsync = promisify(fchmod);
+const fchownAsync = promisify(fchown);
+const writeFileAsync = promisify(writeFile);
+const closeAsync = promisify(close);
+
+/**
+ * A descriptor opened outside node (by the openat2 addon) as an FsHandle.
+ * Node has no public way to wrap a raw fd in a FileHandle; the fd-taking
+ * callback calls run on the same thread pool.
+ */
+class RawFdHandle implements FsHandle {
+  #fd: number;
+  constructor(fd: number) {
+    this.#fd = fd;
+  }
+  get fd(): number {
+    return this.#fd;
+  }
+  async stat(): Promise<FsStats> {
+    return fstatAsync(this.#live());
+  }
+  async chmod(mode: number): Promise<void> {
+    return fchmodAsync(this.#live(), mode);
+  }
+  async chown(uid: number, gid: number): Promise<void> {
+    return fchownAsync(this.#live(), uid, gid);
+  }
+  async writeFile(data: string | Uint8Array): Promise<void> {
+    return writeFileAsync(this.#live(), data);
+  }
+  async close(): Promise<void> {
+    if (this.#fd < 0) return;
+    const fd = this.#fd;
+    // Marked closed first: a second close must not close a number the kernel has handed out again.
+    this.#fd = -1;
+    await closeAsync(fd);
+  }
+  #live(): number {
+    if (this.#fd < 0) throw Object.assign(new Error('EBADF: file handle closed'), { code: 'EBADF' });
+    return this.#fd;
+  }
+}
+
+function hostOps(beneath: OpenBeneath | undefined): Readonly<FsOps> {
+  return Object.freeze<FsOps>({
+    open: (path, flags, mode) => fsp.open(path, flags, mode),
+    ...(beneath && {
+      openBeneath: async (dirfd, rel, flags, mode) => new RawFdHandle(await beneath(dirfd, rel, flags, mode)),
+    }),
+    mountIdOf: async (fd) => mountIdOf(fd),
+    lstat: (path) => fsp.lstat(path),
+    stat: (path) => fsp.stat(path),
+    statfsType: async (path) => (await fsp.statfs(path)).type,
+    readdir: (path) => fsp.readdir(path),
+    readdirSome,
+    readFile: (path) => fsp.readFile(path),
+    readlink: (path) => fsp.readlink(path),
+    mkdir: (path, mode) => fsp.mkdir(path, { mode }).then(() => {}),
+    symlink: (target, path) => fsp.symlink(target, path),
+    rename: (from, to) => fsp.rename(from, to),
+    unlink: (path) => fsp.unlink(path),
+    rmdir: (path) => fsp.rmdir(path),
+    chmod: (path, mode) => fsp.chmod(path, mode),
+    chown: (path, uid, gid) => fsp.chown(path, uid, gid),
+    lchown: (path, uid, gid) => fsp.lchown(path, uid, gid),
+  });
+}
+
+/** The host's filesystem, with openat2 where the kernel has it, and without (walks only). */
+const hostFsOps = { openat2: hostOps(openat2Beneath()), walk: hostOps(undefined) };
 
 /**
  * The host's filesystem: one object, so that safe-fs knows two callers' walks
  * are on the same filesystem (withHeldDirs shares directories between them).
+ * `PODVOL_SAFE_FS=walk` in the environment (or `{ openat2: false }`) hands
+ * out the one without openat2, so that safe-fs walks every path component by
+ * component as on a kernel before 5.6: the tests run both ways.
  */
-export function nodeFsOps(): FsOps {
-  return hostFsOps;
+export function nodeFsOps({
+  openat2 = process.env.PODVOL_SAFE_FS !== 'walk',
+}: {
+  openat2?: boolean;
+} = {}): FsOps {
+  return openat2 ? hostFsOps.openat2 : hostFsOps.walk;
 }

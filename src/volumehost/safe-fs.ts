@@ -41,6 +41,12 @@ const MAX_OPEN_DEPTH = 64;
 /** A directory refilled by a running writer is retried this many times before giving up. */
 const MAX_RMDIR_ATTEMPTS = 10;
 const READDIR_BATCH = 1024;
+/**
+ * openat2 fails with EAGAIN when a rename or mount elsewhere races its lookup
+ * (the kernel cannot vouch for the result); past this many tries the walk,
+ * which has no such failure, takes over.
+ */
+const MAX_BENEATH_ATTEMPTS = 3;
 
 export type UnsafeKind = 'symlink' | 'mount' | 'notDirectory' | 'badPath';
 
@@ -123,6 +129,25 @@ export class SafeDir {
     } catch (err) {
       await fh.close();
       throw err;
+    }
+  }
+
+  /**
+   * The directory `rel` (components below `from`, at least one) in one
+   * openat2 call (FsOps.openBeneath): the kernel follows no symlink and
+   * crosses no mount on the way, so the result lies on `from`'s mount and
+   * needs no mnt_id read. Any refusal rejects with the kernel's errno (ELOOP,
+   * EXDEV, ENOTDIR, ENOENT, ENOSYS): the caller walks instead, which refuses
+   * the same things and names the component.
+   */
+  static async beneath(from: SafeDir, rel: string, display: string): Promise<SafeDir> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const fh = await openBeneathOf(from.fs)(from.fd, rel, DIR_FLAGS);
+        return new SafeDir(from.fs, fh, display, from.mountId);
+      } catch (err) {
+        if (errnoCode(err) !== 'EAGAIN' || attempt >= MAX_BENEATH_ATTEMPTS) throw err;
+      }
     }
   }
 
@@ -260,6 +285,14 @@ export class SafeDir {
   }
 }
 
+/** `fs.openBeneath`, or one that reports ENOSYS (the walk's filesystems that have none). */
+function openBeneathOf(fs: FsOps): NonNullable<FsOps['openBeneath']> {
+  const f = fs.openBeneath;
+  if (f !== undefined) return f;
+  return () =>
+    Promise.reject(Object.assign(new Error('ENOSYS: no openat2 on this filesystem'), { code: 'ENOSYS' }));
+}
+
 /** Directories kept open by withHeldDirs: their close() waits for the end of the operation. */
 const held = new WeakSet<SafeDir>();
 
@@ -300,6 +333,13 @@ class HeldDirs {
     }
     this.#all.add(dir);
     return dir;
+  }
+
+  /** The directory at `abs` if one usable by a walk from `rootAbs` is held (see get). */
+  peek(fs: number, abs: string, rootAbs: string): Promise<SafeDir> | undefined {
+    const hit = this.#byPath.get(`${fs}\0${abs}`);
+    if (hit && (hit.rootAbs === rootAbs || rootAbs.startsWith(`${hit.rootAbs}/`))) return hit.dir;
+    return undefined;
   }
 
   /** What is below `abs` (and `abs` itself unless `keepSelf`) is being removed: later walks open it afresh. */
@@ -392,7 +432,17 @@ const reopen = (dir: SafeDir) => SafeDir.openRoot(dir.procPath, dir.path, dir.fs
  * never closed. `beforeEach` runs in each directory before its next component
  * is opened (openMkdirAll creates it there). Within withHeldDirs (`hw`), a
  * component entered without crossing a mount is taken from, or kept in, the
- * operation's held directories (their close() waits for its end).
+ * operation's held directories (their close() waits for its end), and the
+ * walk starts from the deepest one held on its way.
+ *
+ * The components that must not cross a mount (all of them, all but the last
+ * with crossMounts 'last', none with crossMounts true) are first opened in one
+ * openat2 call (SafeDir.beneath), whose RESOLVE_ flags refuse exactly what the
+ * component-by-component walk refuses; only its result is held. When it fails
+ * (a symlink or mount on the way, a component missing and to be created by
+ * `beforeEach`, no openat2 on this kernel) the walk below does the same part
+ * one component at a time: it creates what is missing and names what it
+ * refuses, and it is as safe on its own.
  */
 async function walk(
   start: SafeDir,
@@ -401,9 +451,40 @@ async function walk(
   beforeEach?: (dir: SafeDir, name: string) => Promise<void>,
   hw?: HeldWalk,
 ): Promise<SafeDir> {
+  const beneath =
+    opts.crossMounts === true ? 0 : opts.crossMounts === 'last' ? parts.length - 1 : parts.length;
+  const absOf = (hw: HeldWalk, n: number) => `${hw.abs === '/' ? '' : hw.abs}/${parts.slice(0, n).join('/')}`;
   let cur = start;
+  let from = 0;
   try {
-    for (const [i, name] of parts.entries()) {
+    if (hw) {
+      for (let n = beneath; n >= 1; n--) {
+        const dir = hw.dirs.peek(hw.fs, absOf(hw, n), hw.abs);
+        if (dir === undefined) continue;
+        cur = await dir;
+        from = n;
+        break;
+      }
+    }
+    if (from < beneath && start.fs.openBeneath !== undefined) {
+      const parent = cur;
+      const open = () =>
+        SafeDir.beneath(
+          parent,
+          parts.slice(from, beneath).join('/'),
+          `${start.path}/${parts.slice(0, beneath).join('/')}`,
+        );
+      try {
+        const next = hw ? await hw.dirs.get(hw.fs, absOf(hw, beneath), hw.abs, open) : await open();
+        // `parent` is `start` or a held directory: neither is closed here.
+        cur = next;
+        from = beneath;
+      } catch {
+        // The walk below does it one component at a time (see above).
+      }
+    }
+    for (let i = from; i < parts.length; i++) {
+      const name = parts[i] as string;
       const last = i === parts.length - 1;
       const allow = opts.crossMounts === true || (opts.crossMounts === 'last' && last);
       const parent = cur;
@@ -413,8 +494,7 @@ async function walk(
       };
       let next: SafeDir;
       if (hw && !allow) {
-        const abs = `${hw.abs === '/' ? '' : hw.abs}/${parts.slice(0, i + 1).join('/')}`;
-        next = await hw.dirs.get(hw.fs, abs, hw.abs, open);
+        next = await hw.dirs.get(hw.fs, absOf(hw, i + 1), hw.abs, open);
       } else {
         next = await open();
       }
@@ -492,6 +572,17 @@ async function openPathBeneathIn(
   const { parentRel, name } = lastComponent(root, rel, 'names the root itself');
   const parent = await openDirBeneathIn(fs, root, parentRel, { crossMounts: opts.crossMounts === true });
   try {
+    if (!opts.crossMounts && parent.fs.openBeneath !== undefined) {
+      // One openat2: a symlink opens as the link itself (O_PATH|O_NOFOLLOW with
+      // RESOLVE_NO_SYMLINKS), a mount point is EXDEV, so no mnt_id read.
+      const fh = await parent.fs.openBeneath(parent.fd, name, O_PATH | O_NOFOLLOW).catch((err: unknown) => {
+        if (errnoCode(err) === 'EXDEV')
+          throw new UnsafePathError('mount', `${parent.path}/${name}`, 'is a mount point');
+        // Anything else (ENOENT, ENOSYS, EAGAIN): the open below reports it as before.
+        return undefined;
+      });
+      if (fh !== undefined) return fh;
+    }
     const fh = await parent.fs.open(parent.child(name), O_PATH | O_NOFOLLOW);
     try {
       if ((await parent.fs.mountIdOf(fh.fd)) !== parent.mountId && !opts.crossMounts) {

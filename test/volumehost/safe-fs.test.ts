@@ -4,7 +4,7 @@ import { chmod, mkdir, readdir, rename, stat, symlink, writeFile } from 'node:fs
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { errnoCode } from '../../src/errno.ts';
-import { nodeFsOps } from '../../src/volumehost/fs.ts';
+import { type FsOps, nodeFsOps } from '../../src/volumehost/fs.ts';
 import {
   createSafeFs,
   mkdirAllBeneath,
@@ -188,13 +188,24 @@ test('a process swapping directories for symlinks during removal never gets anyt
   assert.ok(lstatSync(outside).isDirectory());
 });
 
-/** The host's fs calls, counting opens. */
-function countingFs() {
-  const ops = nodeFsOps();
-  const counted = { ...ops, opens: 0 };
+/** The host's fs calls (`ops`), counting the opens (open and openat2) and the mnt_id reads. */
+function countingFs(ops: FsOps = nodeFsOps()) {
+  const counted = { ...ops, opens: 0, beneath: 0, mountIds: 0 };
   counted.open = (path, flags, mode) => {
     counted.opens++;
     return ops.open(path, flags, mode);
+  };
+  const { openBeneath } = ops;
+  if (openBeneath) {
+    counted.openBeneath = (dirfd, rel, flags, mode) => {
+      counted.opens++;
+      counted.beneath++;
+      return openBeneath(dirfd, rel, flags, mode);
+    };
+  }
+  counted.mountIdOf = (fd) => {
+    counted.mountIds++;
+    return ops.mountIdOf(fd);
   };
   return counted;
 }
@@ -204,7 +215,8 @@ const openFds = () => readdirSync('/proc/self/fd').length;
 test('withHeldDirs: later walks of one operation start from the directories earlier ones opened', async (t) => {
   const root = await tempDir(t);
   const outside = await tempDir(t);
-  const fs = countingFs();
+  // Counted component by component: the walk without openat2 (the test below counts openat2's).
+  const fs = countingFs(nodeFsOps({ openat2: false }));
   const sfs = createSafeFs(fs);
   await mkdir(join(root, 'pods/u/volumes/plugin/vol'), { recursive: true });
   const fdsBefore = openFds();
@@ -281,3 +293,59 @@ test('withHeldDirs: work scheduled from inside an operation that runs after it h
   go();
   await later;
 });
+
+const openat2Fs = nodeFsOps({ openat2: true });
+const openat2Missing =
+  process.env.PODVOL_SAFE_FS === 'walk' && 'this run forces the walk (PODVOL_SAFE_FS=walk)';
+
+test('with openat2 a walk below its root is one call and refuses what the walk refuses', {
+  skip: openat2Missing,
+}, async (t) => {
+  const root = await tempDir(t);
+  const outside = await tempDir(t);
+  await mkdir(join(root, 'a/b/c/d'), { recursive: true });
+  const fs = countingFs(openat2Fs);
+  const sfs = createSafeFs(fs);
+  const d = await sfs.openDirBeneath(root, 'a/b/c/d');
+  await writeFile(d.child('f'), 'x');
+  await d.close();
+  assert.equal(readFileSync(join(root, 'a/b/c/d/f'), 'utf8'), 'x');
+  assert.deepEqual(
+    { opens: fs.opens, beneath: fs.beneath, mountIds: fs.mountIds },
+    { opens: 2, beneath: 1, mountIds: 1 },
+    'the root, then the four components in one openat2 (on the root mount by construction: no mnt_id read)',
+  );
+  // Refused as by the walk, and named by it: the component that is a symlink.
+  await symlink(outside, join(root, 'a/b/link'));
+  await assert.rejects(
+    sfs.openDirBeneath(root, 'a/b/link/x'),
+    (e) => isUnsafe('notDirectory')(e) && e instanceof UnsafePathError && e.path === `${root}/a/b/link`,
+  );
+  await assert.rejects(sfs.mkdirAllBeneath(root, 'a/b/link/new'), isUnsafe('notDirectory'));
+  assert.deepEqual(await readdir(outside), [], 'nothing created through the symlink');
+  // Missing components are created by the walk after openat2 finds them missing.
+  const before = fs.beneath;
+  await sfs.mkdirAllBeneath(root, 'a/b/c/d/e/f');
+  assert.equal(lstatSync(join(root, 'a/b/c/d/e/f')).isDirectory(), true);
+  assert.equal(fs.beneath, before + 1);
+});
+
+mountTest(
+  'with openat2 a mount point on the way is refused, a bind mount of the same filesystem too',
+  async (t) => {
+    if (openat2Missing) return t.skip(openat2Missing);
+    const root = await scratchDir(t);
+    await mkdir(join(root, 'a/m'), { recursive: true });
+    await mkdir(join(root, 'src/inside'), { recursive: true });
+    sh('mount', ['--bind', join(root, 'src'), join(root, 'a/m')]);
+    const fs = countingFs(openat2Fs);
+    const sfs = createSafeFs(fs);
+    await assert.rejects(sfs.openDirBeneath(root, 'a/m/inside'), isUnsafe('mount'));
+    await assert.rejects(sfs.openPathBeneath(root, 'a/m'), isUnsafe('mount'));
+    assert.ok(fs.beneath >= 2, 'openat2 was asked first');
+    // Allowed where the walk allows it: a mounted volume as the last component.
+    const d = await sfs.openDirBeneath(root, 'a/m', { crossMounts: 'last' });
+    assert.deepEqual(await readdir(d.procPath), ['inside']);
+    await d.close();
+  },
+);
