@@ -17,14 +17,17 @@ COPY package.json package-lock.json ./
 # ship native binaries as optional dependencies), and the "node" dev
 # dependency would only fetch a second Node the base image already has.
 RUN npm ci --ignore-scripts --no-audit --no-fund
-# The runtime socket's peer-credential check is a small Node-API addon
-# (native/peercred); scripts are off above, so it is built here, explicitly.
+# The runtime socket's peer-credential check (native/peercred) and the
+# one-syscall safe path resolution (native/openat2) are small Node-API addons;
+# scripts are off above, so they are built here, explicitly.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
 COPY scripts/build-native.mjs scripts/
 COPY native/peercred/peercred.c native/peercred/
-RUN node scripts/build-native.mjs && test -f native/peercred/build/peercred.node
+COPY native/openat2/openat2.c native/openat2/
+RUN node scripts/build-native.mjs && test -f native/peercred/build/peercred.node \
+ && test -f native/openat2/build/openat2.node
 COPY tsconfig.json ./
 COPY bin/ bin/
 COPY src/ src/
@@ -59,6 +62,7 @@ COPY --from=build /app/bin/ bin/
 COPY --from=build /app/src/ src/
 COPY --from=build /app/dist/bundle/ dist/bundle/
 COPY --from=build /app/native/peercred/build/ native/peercred/build/
+COPY --from=build /app/native/openat2/build/ native/openat2/build/
 # Root on purpose: mounting needs CAP_SYS_ADMIN in the host mount namespace;
 # the DaemonSet runs this image privileged.
 USER root
