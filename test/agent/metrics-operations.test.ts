@@ -45,7 +45,7 @@ test('the periodic re-render of a mounted downwardAPI volume is volume_refresh; 
   const h = await setup(t);
   // Three periodic refreshes (what --sync-frequency does every minute).
   for (let i = 0; i < 3; i++) {
-    for (const v of h.vm.asw.all()) v.remountRequired = true;
+    h.vm.asw.markRemountRequired(() => true);
     await h.settle();
   }
   assert.deepEqual(await h.values('storage_operation_duration_seconds'), {
@@ -59,7 +59,7 @@ test('a failed re-render of a mounted volume is a volume_refresh failure in both
   // Every mount-table question about the volume fails now: its next re-render cannot check its tmpfs.
   const path = h.vm.asw.get('a/info')?.path ?? '';
   h.mounter.injectError(path, Object.assign(new Error('EIO'), { code: 'EIO' }));
-  for (const v of h.vm.asw.all()) v.remountRequired = true;
+  h.vm.asw.markRemountRequired(() => true);
   await h.settle();
   assert.equal(h.vm.asw.get('a/info')?.state, 'mounted');
   const durations = await h.values('storage_operation_duration_seconds');

@@ -1,32 +1,46 @@
-// What is really set up, updated only by operation results and by
-// reconstruction, never by the populator (kubelet's ActualStateOfWorld).
+// What is really set up (kubelet's ActualStateOfWorld). Only its Mark* calls
+// change it: the operations report their results, reconstruction what it found
+// on disk, the populator and the daemon the remount and resize marks. Each
+// call notifies the listeners. Readers get frozen snapshots: an entry is
+// replaced, never changed in place, so an operation holding one sees the volume
+// as it was handed out, and no change can bypass the notification.
 import type { Spec } from '../../plugins/types.ts';
 
 export type MountState = 'mounted' | 'uncertain';
 
 export interface MountedVolume {
   /** `<podUID>/<volumeName>`: the operation key too. */
-  key: string;
-  podUID: string;
-  podNamespace: string;
-  podName: string;
-  volumeName: string;
+  readonly key: string;
+  readonly podUID: string;
+  readonly podNamespace: string;
+  readonly podName: string;
+  readonly volumeName: string;
   /** The volume directory's name (the PersistentVolume's name for a claim); see VolumeToMount. */
-  innerName: string;
-  pluginName: string;
-  spec: Spec;
-  path: string;
-  state: MountState;
-  remountRequired: boolean;
+  readonly innerName: string;
+  readonly pluginName: string;
+  readonly spec: Spec;
+  readonly path: string;
+  readonly state: MountState;
+  readonly remountRequired: boolean;
   /** False when the spec is a skeleton rebuilt without podvol's record (cannot be compared). */
-  specExact: boolean;
+  readonly specExact: boolean;
   /** Found on disk at start-up rather than mounted by this process. */
-  reconstructed: boolean;
+  readonly reconstructed: boolean;
   /** The claim asks for a bigger filesystem while the volume is mounted (kubelet's online expansion). */
-  resizeRequired?: boolean;
+  readonly resizeRequired: boolean;
   /** The claim's resourceVersion that last asked for it: a claim that did not change is not asked again. */
-  resizeSeen?: string;
+  readonly resizeSeen?: string;
 }
+
+/**
+ * What an operation reports about a volume (kubelet's MarkVolumeOpts). The
+ * remount and resize marks are not in it: they belong to the state and survive
+ * a mount, so a mark set while a SetUp runs is not lost when it ends.
+ */
+export type MarkVolumeOpts = Omit<
+  MountedVolume,
+  'state' | 'remountRequired' | 'resizeRequired' | 'resizeSeen'
+>;
 
 export class ActualStateOfWorld {
   readonly #volumes = new Map<string, MountedVolume>();
@@ -34,7 +48,7 @@ export class ActualStateOfWorld {
   readonly #byPod = new Map<string, Map<string, MountedVolume>>();
   readonly #changed: () => void;
 
-  /** `changed` is called after every set and delete (the volume manager's change events). */
+  /** `changed` is called after every change (the volume manager's change events). */
   constructor(changed: () => void = () => {}) {
     this.#changed = changed;
   }
@@ -53,7 +67,117 @@ export class ActualStateOfWorld {
     return m ? [...m.values()] : [];
   }
 
-  set(v: MountedVolume): void {
+  hasPod(podUID: string): boolean {
+    return this.#byPod.has(podUID);
+  }
+
+  /** kubelet's MarkVolumeAsMounted: SetUp succeeded. */
+  markVolumeAsMounted(opts: MarkVolumeOpts): void {
+    this.#report(opts, 'mounted');
+  }
+
+  /**
+   * kubelet's MarkVolumeMountAsUncertain: SetUp or TearDown failed, or the
+   * volume was found on disk; something may be mounted and must be torn down
+   * if the pod goes away.
+   */
+  markVolumeMountAsUncertain(opts: MarkVolumeOpts): void {
+    this.#report(opts, 'uncertain');
+  }
+
+  /** kubelet's MarkVolumeAsUnmounted: TearDown succeeded; the volume is forgotten. */
+  markVolumeAsUnmounted(key: string): void {
+    const v = this.#volumes.get(key);
+    if (!v) return;
+    this.#volumes.delete(key);
+    this.#unindex(v);
+    this.#changed();
+  }
+
+  /**
+   * kubelet's MarkRemountRequired: the volumes `requiresRemount` picks (of one
+   * pod, or of the node) are set up again by the reconciler to refresh what
+   * they render. Only plugins that ask for it are refreshed.
+   */
+  markRemountRequired(requiresRemount: (v: MountedVolume) => boolean, podUID?: string): void {
+    const volumes = podUID === undefined ? this.#volumes.values() : (this.#byPod.get(podUID)?.values() ?? []);
+    const marked = [...volumes].filter((v) => !v.remountRequired && requiresRemount(v));
+    for (const v of marked) this.#put({ ...v, remountRequired: true });
+    if (marked.length > 0) this.#changed();
+  }
+
+  /**
+   * A refresh of the volume begins. Its mark is cleared now rather than when
+   * the SetUp ends, so that one set meanwhile (a configMap changed again while
+   * it was rendered) asks for another refresh. kubelet has no such call: it
+   * clears the mark in MarkVolumeAsMounted and loses a mark set during SetUp.
+   */
+  clearRemountRequired(key: string): void {
+    const v = this.#volumes.get(key);
+    if (!v?.remountRequired) return;
+    this.#put({ ...v, remountRequired: false });
+    this.#changed();
+  }
+
+  /**
+   * kubelet's MarkFSResizeRequired: the claim, at `resourceVersion`, asks for a
+   * bigger filesystem while the volume is mounted.
+   */
+  markFSResizeRequired(key: string, resourceVersion: string): void {
+    const v = this.#volumes.get(key);
+    if (!v) return;
+    this.#put({ ...v, resizeRequired: true, resizeSeen: resourceVersion });
+    this.#changed();
+  }
+
+  /** kubelet's MarkVolumeAsResized: the plugin grew the filesystem. */
+  markVolumeAsResized(key: string): void {
+    const v = this.#volumes.get(key);
+    if (!v?.resizeRequired) return;
+    this.#put({ ...v, resizeRequired: false });
+    this.#changed();
+  }
+
+  /**
+   * kubelet's SyncReconstructedVolume: a volume reconstructed under its
+   * directory's name takes the name of the desired pod volume that lives there.
+   * One change, so no listener sees the pod without the volume in between.
+   */
+  syncReconstructedVolume(key: string, desired: { key: string; volumeName: string }): void {
+    const v = this.#volumes.get(key);
+    if (!v) return;
+    this.#volumes.delete(key);
+    this.#unindex(v);
+    this.#put({ ...v, key: desired.key, volumeName: desired.volumeName });
+    this.#changed();
+  }
+
+  /** The fields an operation reports, with the marks the state already holds for the volume. */
+  #report(opts: MarkVolumeOpts, state: MountState): void {
+    const prev = this.#volumes.get(opts.key);
+    this.#put({
+      key: opts.key,
+      podUID: opts.podUID,
+      podNamespace: opts.podNamespace,
+      podName: opts.podName,
+      volumeName: opts.volumeName,
+      innerName: opts.innerName,
+      pluginName: opts.pluginName,
+      spec: opts.spec,
+      path: opts.path,
+      specExact: opts.specExact,
+      reconstructed: opts.reconstructed,
+      state,
+      remountRequired: prev?.remountRequired ?? false,
+      resizeRequired: prev?.resizeRequired ?? false,
+      resizeSeen: prev?.resizeSeen,
+    });
+    this.#changed();
+  }
+
+  /** Stores `v` frozen (shallow: the spec is the desired state's and is never changed in place). */
+  #put(v: MountedVolume): void {
+    Object.freeze(v);
     const prev = this.#volumes.get(v.key);
     if (prev && prev.podUID !== v.podUID) this.#unindex(prev);
     this.#volumes.set(v.key, v);
@@ -63,31 +187,11 @@ export class ActualStateOfWorld {
       this.#byPod.set(v.podUID, m);
     }
     m.set(v.key, v);
-    this.#changed();
-  }
-
-  delete(key: string): void {
-    const v = this.#volumes.get(key);
-    if (!v) return;
-    this.#volumes.delete(key);
-    this.#unindex(v);
-    this.#changed();
   }
 
   #unindex(v: MountedVolume): void {
     const m = this.#byPod.get(v.podUID);
     m?.delete(v.key);
     if (m?.size === 0) this.#byPod.delete(v.podUID);
-  }
-
-  hasPod(podUID: string): boolean {
-    return this.#byPod.has(podUID);
-  }
-
-  /** kubelet's MarkRemountRequired: only plugins that ask for it are refreshed. */
-  markRemountRequired(podUID: string, requiresRemount: (v: MountedVolume) => boolean): void {
-    for (const v of this.#byPod.get(podUID)?.values() ?? []) {
-      if (requiresRemount(v)) v.remountRequired = true;
-    }
   }
 }

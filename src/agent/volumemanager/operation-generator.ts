@@ -8,7 +8,7 @@ import { nodeAffinityMismatch } from '../../plugins/util/node-affinity.ts';
 import type { VolumeReason } from '../../reasons.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
 import { relativeBeneath, withHeldDirs } from '../../volumehost/safe-fs.ts';
-import type { MountedVolume } from './actual-state.ts';
+import type { MarkVolumeOpts, MountedVolume } from './actual-state.ts';
 import type { OperationName, VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
 import { markPodOwned, removeRecord, writeRecord } from './records.ts';
@@ -119,14 +119,14 @@ async function mountVolumeSteps(
     volume: d.volumeName,
     plugin: pluginName,
   };
-  if (prev) prev.remountRequired = false;
+  asw.clearRemountRequired(d.key);
   const op = startOperation(
     ctx,
     pluginName,
     prev?.state === 'mounted' ? 'volume_refresh' : 'volume_mount',
     log,
   );
-  const base: MountedVolume = {
+  const base: MarkVolumeOpts = {
     key: d.key,
     podUID: d.podUID,
     podNamespace: pod.metadata?.namespace ?? '',
@@ -136,8 +136,6 @@ async function mountVolumeSteps(
     pluginName,
     spec,
     path: d.path ?? '',
-    state: 'uncertain',
-    remountRequired: prev?.remountRequired ?? false,
     specExact: true,
     reconstructed: prev?.reconstructed ?? false,
   };
@@ -175,12 +173,10 @@ async function mountVolumeSteps(
     if (prev?.state === 'uncertain' && d.path) await failIfUnresponsive(ctx, d.path);
     await mounter.setUp(mounterArgsFor(pod));
   } catch (err) {
-    // Whatever SetUp left behind must be torn down if the pod goes away.
-    asw.set({
-      ...base,
-      state: prev?.state === 'mounted' ? 'mounted' : 'uncertain',
-      remountRequired: prev?.state === 'mounted',
-    });
+    // A mounted volume stays as it was and is refreshed again; whatever a first
+    // SetUp left behind must be torn down if the pod goes away.
+    if (prev?.state === 'mounted') asw.markRemountRequired((v) => v.key === d.key, d.podUID);
+    else asw.markVolumeMountAsUncertain(base);
     const { reason, message } = op.failed(err, 'MountFailed', 'MountVolume.SetUp failed');
     // kubelet's GenerateError: the step that failed, the spec's name (a claim's PersistentVolume), the error.
     const step =
@@ -200,8 +196,7 @@ async function mountVolumeSteps(
     throw err;
   }
   const durationMs = op.succeeded();
-  const current = asw.get(d.key);
-  asw.set({ ...base, state: 'mounted', remountRequired: current?.remountRequired ?? false });
+  asw.markVolumeAsMounted(base);
   logger.info({ ...log, durationMs, remount: prev !== undefined }, 'MountVolume.SetUp succeeded');
 }
 
@@ -254,7 +249,7 @@ async function unmountVolumeSteps(ctx: OperationContext, v: MountedVolume): Prom
     await ctx.cleanSubPaths?.(v.podUID, v.innerName);
     await pluginMgr.findPluginByName(v.pluginName).newUnmounter(v.innerName, v.podUID).tearDown();
   } catch (err) {
-    v.state = 'uncertain';
+    asw.markVolumeMountAsUncertain(v);
     const { message } = op.failed(err, 'UnmountFailed', 'UnmountVolume.TearDown failed');
     // kubelet only logs this. The pod (still in the API while it terminates) gets kubelet's
     // FailedUnMount Event too, so whoever holds a busy volume is named where the pod's owner looks.
@@ -271,7 +266,7 @@ async function unmountVolumeSteps(ctx: OperationContext, v: MountedVolume): Prom
     throw err;
   }
   const durationMs = op.succeeded();
-  asw.delete(v.key);
+  asw.markVolumeAsUnmounted(v.key);
   await removeRecord(host.getFs(), rootDir, v.podUID, v.pluginName, v.volumeName);
   logger.info({ ...log, durationMs }, 'UnmountVolume.TearDown succeeded');
 }
@@ -293,7 +288,7 @@ export async function expandVolume(ctx: VolumeManagerContext, v: MountedVolume, 
   const op = startOperation(ctx, v.pluginName, 'volume_fs_resize', log);
   try {
     if (isNodeExpandable(plugin)) await plugin.nodeExpand(v.spec, pod);
-    v.resizeRequired = false;
+    ctx.asw.markVolumeAsResized(v.key);
   } catch (err) {
     const { message } = op.failed(err, 'ExpansionFailed', 'NodeExpandVolume failed');
     host

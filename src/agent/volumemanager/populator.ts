@@ -38,7 +38,7 @@ export class DesiredStateOfWorldPopulator {
 
   /** An object a remount-requiring volume renders changed (e.g. a configMap): refresh those volumes. */
   markRemountRequired(predicate: (v: MountedVolume) => boolean): void {
-    for (const v of this.#ctx.asw.all()) if (predicate(v)) v.remountRequired = true;
+    this.#ctx.asw.markRemountRequired(predicate);
   }
 
   /**
@@ -99,9 +99,7 @@ export class DesiredStateOfWorldPopulator {
       const status = claim?.status?.allocatedResourceStatuses?.storage;
       if (status !== 'NodeResizePending' && status !== 'NodeResizeInProgress') continue;
       const rv = claim?.metadata?.resourceVersion ?? '';
-      if (v.resizeSeen === rv) continue;
-      v.resizeSeen = rv;
-      v.resizeRequired = true;
+      if (v.resizeSeen !== rv) asw.markFSResizeRequired(v.key, rv);
     }
   }
 
@@ -115,7 +113,7 @@ export class DesiredStateOfWorldPopulator {
       adoptReconstructedVolumes(this.#ctx);
       this.#markResizeRequired();
       for (const uid of changed) {
-        asw.markRemountRequired(uid, (v) => dsw.volume(v.key)?.requiresRemount ?? false);
+        asw.markRemountRequired((v) => dsw.volume(v.key)?.requiresRemount ?? false, uid);
       }
       this.#reportClaimProblems();
     }

@@ -144,7 +144,7 @@ export async function reconstructVolume(
     try {
       path = plugin.newMounter(spec, { metadata: { uid } }).getPath();
     } catch {}
-    ctx.asw.set({
+    ctx.asw.markVolumeMountAsUncertain({
       key,
       podUID: uid,
       podNamespace: record?.podNamespace ?? '',
@@ -154,8 +154,6 @@ export async function reconstructVolume(
       pluginName,
       spec,
       path,
-      state: 'uncertain',
-      remountRequired: false,
       specExact: record !== undefined,
       reconstructed: true,
     });
@@ -195,8 +193,7 @@ export function adoptReconstructedVolumes(ctx: VolumeManagerContext): void {
       (x) => x.innerName === v.innerName && x.pluginName === v.pluginName,
     );
     if (!d || d.key === v.key || asw.get(d.key) || executor.isPending(d.key)) continue;
-    asw.delete(v.key);
-    asw.set({ ...v, key: d.key, volumeName: d.volumeName });
+    asw.syncReconstructedVolume(v.key, d);
     ctx.logger.info(
       { podUID: v.podUID, volume: d.volumeName, directory: v.innerName, plugin: v.pluginName },
       'reconstructed volume matched to the pod volume it belongs to',

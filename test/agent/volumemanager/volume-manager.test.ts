@@ -183,7 +183,7 @@ test('a volume not yet mounted gets a free slot of the pool before refreshes of 
     await h.settle();
   assert.equal(h.vm.asw.all().length, 12);
   // Every mounted volume is due its periodic refresh, and the pod gains a volume.
-  for (const v of h.vm.asw.all()) v.remountRequired = true;
+  h.vm.asw.markRemountRequired(() => true);
   h.setPods([pod('a', [...many, dapi('late')])]);
   await h.vm.reconcileOnce();
   assert.equal(h.vm.executor.isPending('a/late'), true, 'the new volume was started in the first pass');
