@@ -18,7 +18,7 @@ import {
   type Unmounter,
   VolumeError,
   type VolumePlugin,
-} from './types.ts';
+} from '../volumehost/volume.ts';
 import {
   compareQuantities,
   formatQuantity,

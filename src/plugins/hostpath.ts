@@ -9,7 +9,7 @@ import { type FsOps, nodeFsOps, O_APPEND, O_CREAT, O_WRONLY } from '../volumehos
 import { resolveInRoot } from '../volumehost/hostroot.ts';
 import { hasBacksteps } from '../volumehost/paths.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
-import { type Mounter, type Spec, VolumeError, type VolumePlugin } from './types.ts';
+import { type Mounter, type Spec, VolumeError, type VolumePlugin } from '../volumehost/volume.ts';
 
 export const hostPathPluginName = 'kubernetes.io/host-path';
 

@@ -4,7 +4,7 @@
 // touching the host and the volume has no path on it: the runtime reads the
 // reference and pull policy from the pod spec (see `podvol mounts`).
 import type { V1ImageVolumeSource } from '@kubernetes/client-node';
-import type { Mounter, Spec, Unmounter, VolumePlugin } from './types.ts';
+import type { Mounter, Spec, Unmounter, VolumePlugin } from '../volumehost/volume.ts';
 
 export const imagePluginName = 'kubernetes.io/image';
 

@@ -23,7 +23,7 @@ import {
   type Unmounter,
   VolumeError,
   type VolumePlugin,
-} from './types.ts';
+} from '../volumehost/volume.ts';
 import { KeyedMutex } from './util/keyed-mutex.ts';
 import { setVolumeOwnership } from './volume-ownership.ts';
 

@@ -7,15 +7,15 @@ import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
 import { StatProbe } from '../mount/deadline-stat.ts';
 import type * as mount from '../mount/types.ts';
-import type { VolumePluginMgr } from '../plugins/plugin-manager.ts';
-import type { Spec } from '../plugins/types.ts';
 import { ApiError } from './errors.ts';
 import { createExec } from './exec.ts';
 import { type FsOps, nodeFsOps } from './fs.ts';
 import { createStandaloneTokenManager, createStandaloneTrustBundleManager } from './kube/standalone.ts';
 import * as paths from './paths.ts';
+import type { VolumePluginMgr } from './plugin-manager.ts';
 import { createSafeFs } from './safe-fs.ts';
 import type { CSIDriverLister, EventRecorder, Exec, VolumeHost } from './types.ts';
+import type { Spec } from './volume.ts';
 
 export const standaloneError = 'not supported due to running podvol in standalone mode';
 

@@ -12,8 +12,8 @@ import type {
 } from '@kubernetes/client-node';
 import type { StatProbe } from '../mount/deadline-stat.ts';
 import type * as mount from '../mount/types.ts';
-import type { Mounter, Spec, Unmounter, VolumePlugin } from '../plugins/types.ts';
 import type { SafeFs } from './safe-fs.ts';
+import type { Mounter, Spec, Unmounter, VolumePlugin } from './volume.ts';
 
 export interface Exec {
   /** Runs argv (never a shell) with a timeout; resolves with combined output. */

@@ -10,8 +10,8 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { checkCSIVolumeWithoutDriver, csiPlugin } from '../../plugins/csi/csi-plugin.ts';
 import { DriversStore } from '../../plugins/csi/drivers.ts';
-import type { Mounter, Spec, Unmounter, VolumePlugin } from '../../plugins/types.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
+import type { Mounter, Spec, Unmounter, VolumePlugin } from '../../volumehost/volume.ts';
 
 /** The driver calls the daemon would make, as the plan reports them. */
 export interface DriverStep {

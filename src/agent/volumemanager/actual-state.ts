@@ -1,6 +1,6 @@
 // What is really set up, updated only by operation results and by
 // reconstruction, never by the populator (kubelet's ActualStateOfWorld).
-import type { Spec } from '../../plugins/types.ts';
+import type { Spec } from '../../volumehost/volume.ts';
 
 export type MountState = 'mounted' | 'uncertain';
 

@@ -6,9 +6,9 @@
 // false means the first list has not come back yet.
 
 import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from '@kubernetes/client-node';
-import { type Spec, VolumeError } from '../../plugins/types.ts';
 import type { VolumeReason } from '../../reasons.ts';
 import { standaloneError } from '../../volumehost/host.ts';
+import { type Spec, VolumeError } from '../../volumehost/volume.ts';
 
 export interface Peek<T> {
   synced: boolean;

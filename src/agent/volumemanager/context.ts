@@ -4,8 +4,8 @@
 
 import type { Logger } from '../../logger.ts';
 import type * as mount from '../../mount/types.ts';
-import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
 import type { VolumeReason } from '../../reasons.ts';
+import type { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import type { ActualStateOfWorld, MountedVolume } from './actual-state.ts';
 import type { DesiredStateOfWorld, VolumeToMount } from './desired-state.ts';

@@ -3,11 +3,11 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
 import { UNRESPONSIVE_AFTER_MS } from '../../mount/deadline-stat.ts';
-import { isNodeExpandable, type MounterArgs, reasonOf, VolumeError } from '../../plugins/types.ts';
 import { nodeAffinityMismatch } from '../../plugins/util/node-affinity.ts';
 import type { VolumeReason } from '../../reasons.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
 import { relativeBeneath, withHeldDirs } from '../../volumehost/safe-fs.ts';
+import { isNodeExpandable, type MounterArgs, reasonOf, VolumeError } from '../../volumehost/volume.ts';
 import type { MountedVolume } from './actual-state.ts';
 import type { OperationName, VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';

@@ -9,7 +9,7 @@ import { type Clock, systemClock } from '../../clock.ts';
 import { errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import type * as mount from '../../mount/types.ts';
-import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
+import type { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import { ActualStateOfWorld, type MountedVolume } from './actual-state.ts';
 import type { ClaimLookup } from './claims.ts';

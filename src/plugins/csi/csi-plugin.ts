@@ -30,7 +30,7 @@ import {
   specName,
   type Unmounter,
   VolumeError,
-} from '../types.ts';
+} from '../../volumehost/volume.ts';
 import { KeyedMutex } from '../util/keyed-mutex.ts';
 import { volumeByteSize } from '../util/quantity.ts';
 import { setVolumeOwnership } from '../volume-ownership.ts';

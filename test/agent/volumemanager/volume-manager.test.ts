@@ -8,8 +8,8 @@ import { pino } from 'pino';
 import { canonicalJSON } from '../../../src/agent/canonical-json.ts';
 import { VolumeManager } from '../../../src/agent/volumemanager/volume-manager.ts';
 import { probeVolumePlugins } from '../../../src/plugins/index.ts';
-import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
+import { VolumePluginMgr } from '../../../src/volumehost/plugin-manager.ts';
 
 import { waitFor } from '../../helpers/daemon.ts';
 import { at } from '../../helpers/must.ts';

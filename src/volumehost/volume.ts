@@ -1,10 +1,13 @@
 // Plugin contracts, named after kubelet's pkg/volume/plugins.go and volume.go so
-// a reader who knows kubelet finds their way. Device-mountable and attachable
-// plugins (CSI) extend VolumePlugin with the optional interfaces at the bottom.
+// a reader who knows kubelet finds their way. They live beside the VolumeHost,
+// as in kubelet's pkg/volume, because the host hands out plugins' mounters
+// (wrapper volumes) and every plugin implements them: the plugins layer sits
+// above this one. Device-mountable and attachable plugins (CSI) extend
+// VolumePlugin with the optional interfaces at the bottom.
 import type { V1PersistentVolume, V1Pod, V1Volume } from '@kubernetes/client-node';
 import { fieldOf } from '../errno.ts';
 import { isVolumeReason, type VolumeReason } from '../reasons.ts';
-import type { VolumeHost } from '../volumehost/types.ts';
+import type { VolumeHost } from './types.ts';
 
 /** kubelet's volume.Spec: an inline pod volume or a persistent volume. */
 export interface Spec {
