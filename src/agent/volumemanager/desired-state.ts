@@ -4,10 +4,11 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
 import { usedVolumeNames, type VolumeProblem, validatePodVolumes } from '../../plugins/validation.ts';
+import type { ClaimLookup } from '../../volumehost/kube/claims.ts';
 import type { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import { reasonOf, type Spec, specName } from '../../volumehost/volume.ts';
-import { type ClaimLookup, claimNameOf, resolveClaimVolume } from './claims.ts';
+import { claimNameOf, resolveClaimVolume } from './claims.ts';
 
 export interface VolumeToMount {
   key: string;
