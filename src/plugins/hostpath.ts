@@ -177,10 +177,8 @@ export function hostPathPlugin(): VolumePlugin {
     init(h) {
       host = h;
     },
-    getVolumeName: (spec) => source(spec).path,
     canSupport: (spec) => Boolean(spec.volume?.hostPath ?? spec.persistentVolume?.spec?.hostPath),
     requiresRemount: () => false,
-    supportsMountOption: () => false,
     newMounter(spec): Mounter {
       const src = source(spec);
       return {

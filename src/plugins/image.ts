@@ -27,14 +27,8 @@ export function imagePlugin(): VolumePlugin {
   return {
     name: imagePluginName,
     init() {},
-    getVolumeName(spec) {
-      const src = source(spec);
-      if (!src) throw new Error('the volumeSpec does not reference an Image volume type');
-      return src.reference ?? '';
-    },
     canSupport: (spec) => source(spec) !== undefined,
     requiresRemount: () => false,
-    supportsMountOption: () => false,
     newMounter: () => mounter,
     newUnmounter: () => unmounter,
     // kubelet reconstructs nothing: there is nothing on disk to find.

@@ -116,10 +116,8 @@ export function wrappedVolumePlugin(def: WrappedPluginDef): VolumePlugin {
     init(h) {
       host = h;
     },
-    getVolumeName: (spec) => spec.volume?.name ?? '',
     canSupport: (spec) => def.canSupport(spec),
     requiresRemount: () => true,
-    supportsMountOption: () => false,
     newMounter(spec, pod): Mounter {
       const volumeName = spec.volume?.name ?? '';
       const path = host.getPodVolumeDir(pod.metadata?.uid ?? '', escaped, volumeName);

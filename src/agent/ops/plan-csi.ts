@@ -32,10 +32,8 @@ export function planCSIPlugin(record: (s: DriverStep) => void): VolumePlugin {
       host = h;
       real.init(h);
     },
-    getVolumeName: (spec) => real.getVolumeName(spec),
     canSupport: (spec) => real.canSupport(spec),
     requiresRemount: (spec) => real.requiresRemount(spec),
-    supportsMountOption: () => real.supportsMountOption(),
     constructVolumeSpec: (name, path) => real.constructVolumeSpec(name, path),
     newMounter(spec: Spec, pod: V1Pod): Mounter {
       const m = real.newMounter(spec, pod);

@@ -851,17 +851,11 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     init(h) {
       host = h;
     },
-    getVolumeName(spec) {
-      const pv = pvSource(spec);
-      if (pv) return `${pv.driver}^${pv.volumeHandle}`;
-      return `${inlineSource(spec)?.driver ?? ''}^${spec.volume?.name ?? ''}`;
-    },
     canSupport: (spec) => pvSource(spec) !== undefined || inlineSource(spec) !== undefined,
     requiresRemount(spec) {
       const driver = pvSource(spec)?.driver ?? inlineSource(spec)?.driver;
       return driver !== undefined && csiDriverObject(driver)?.spec?.requiresRepublish === true;
     },
-    supportsMountOption: () => true,
     newMounter: (spec, pod) => new CSIMounter(spec, pod),
     newUnmounter: (inner, podUID) => new CSIUnmounter(inner, podUID),
     /**
