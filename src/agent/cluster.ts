@@ -170,7 +170,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   return {
     sources: [adaptApiSource(pods, () => node.node() !== undefined, clock)],
     backend: {
-      kubeClient: kubeConfig,
+      kubeConfig,
       getSecret: (ns, name) => secrets.get(ns, name),
       getConfigMap: (ns, name) => configMaps.get(ns, name),
       getServiceAccountToken: (ns, name, tr) => tokens.getServiceAccountToken(ns, name, tr),

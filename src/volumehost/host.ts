@@ -20,7 +20,7 @@ export const standaloneError = 'not supported due to running podvol in standalon
 
 /** What cluster mode adds; every member is optional so tests can supply only what they need. */
 export interface ClusterBackend {
-  kubeClient?: KubeConfig;
+  kubeConfig?: KubeConfig;
   getSecret?: ReturnType<VolumeHost['getSecretFunc']>;
   getConfigMap?: ReturnType<VolumeHost['getConfigMapFunc']>;
   getServiceAccountToken?: ReturnType<VolumeHost['getServiceAccountTokenFunc']>;
@@ -120,7 +120,7 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
     getPodsDir: () => paths.podsDir(rootDir),
     getPodVolumeDir: (uid, plugin, vol) => paths.podVolumeDir(rootDir, uid, plugin, vol),
     getPodPluginDir: (uid, plugin) => paths.podPluginDir(rootDir, uid, plugin),
-    getKubeClient: () => cluster.kubeClient,
+    getKubeConfig: () => cluster.kubeConfig,
     getMounter: () => opts.mounter,
     getFs: () => fs,
     getStatProbe: () => statProbe,

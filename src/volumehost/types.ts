@@ -44,7 +44,7 @@ export interface VolumeHost extends TrustAnchorSource {
   getPodVolumeDir(podUID: string, escapedPluginName: string, volumeName: string): string;
   getPodPluginDir(podUID: string, escapedPluginName: string): string;
 
-  getKubeClient(): KubeConfig | undefined;
+  getKubeConfig(): KubeConfig | undefined;
   getMounter(): mount.Interface;
   /** The filesystem plugins create, change and remove things on (`podvol plan` hands them a recording one). */
   getFs(): SafeFs;

@@ -297,7 +297,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
   const pluginDir = () => host.getPluginDir(csiPluginName);
   const index = new VolumeIndex(() => ({ podsDir: host.getPodsDir(), pluginDir: pluginDir() }));
   const podVolumeDir = (podUID: string, inner: string) => host.getPodVolumeDir(podUID, escapedName, inner);
-  const kubeConfig = () => host.getKubeClient();
+  const kubeConfig = () => host.getKubeConfig();
 
   function clientFor(driver: string): CSIClient {
     const d = o.drivers.get(driver);
