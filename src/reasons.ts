@@ -93,6 +93,8 @@ export const volumeReasons = {
   ReconstructFailed: 'a volume found on disk after a restart could not be rebuilt',
   CleanupFailed: "an orphaned pod's directory could not be removed",
   MountsRemain: "an orphaned pod's directory still has mounts podvol cannot attribute to a volume",
+  RecordWriteFailed:
+    "podvol's record of a volume (under <root>/podvol/pods) could not be written before SetUp: SetUp goes ahead (logged, not a volume failure), and a crash before the next sync leaves the volume to be rebuilt from its directory alone",
 } as const;
 
 export type VolumeReason = keyof typeof volumeReasons;

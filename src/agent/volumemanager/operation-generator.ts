@@ -157,6 +157,8 @@ async function mountVolumeSteps(
     await fs.mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podVolumesDir(rootDir, d.podUID)), 0o750);
     await fs.mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podPluginsDir(rootDir, d.podUID)), 0o750);
     // The record is written before SetUp so that a crash half-way leaves enough to tear it down.
+    // Without it SetUp still goes ahead (reconstruction can rebuild most volumes from their
+    // directory), but the lost safety net is logged: it matters if podvol crashes next.
     await writeRecord(fs, rootDir, {
       version: 1,
       podUID: d.podUID,
@@ -168,7 +170,12 @@ async function mountVolumeSteps(
       readOnly: spec.readOnly,
       ...(d.innerName !== d.volumeName ? { innerName: d.innerName } : {}),
       ...(spec.persistentVolume ? { persistentVolume: spec.persistentVolume } : {}),
-    }).catch(() => {});
+    }).catch((err: unknown) => {
+      logger.warn(
+        { ...log, reason: reasonOf(err, 'RecordWriteFailed'), err: errorMessage(err) },
+        'writing the volume record failed; SetUp goes ahead without it',
+      );
+    });
     // A volume found on disk (reconstructed at start, or left uncertain by a
     // failed SetUp) may be a mount that no longer answers (a FUSE or NFS server
     // gone): SetUp would wait on it for ever and hold a thread of the daemon.
