@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { permanentVolumeReasons, sourceReasons, volumeReasons } from '../src/reasons.ts';
+import {
+  apiReasons,
+  drainReasons,
+  permanentVolumeReasons,
+  runtimeReasons,
+  sourceReasons,
+  volumeReasons,
+} from '../src/reasons.ts';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 const section = readme.slice(
@@ -14,6 +21,9 @@ test('every reason of the catalogue is documented in the README, once, in its ta
   for (const [catalogue, reasons] of [
     ['volume', volumeReasons],
     ['source', sourceReasons],
+    ['runtime API', runtimeReasons],
+    ['API', apiReasons],
+    ['drain', drainReasons],
   ] as const) {
     for (const reason of Object.keys(reasons)) {
       assert.match(
@@ -26,7 +36,9 @@ test('every reason of the catalogue is documented in the README, once, in its ta
 });
 
 test('the README documents no reason the catalogue does not have', () => {
-  const known = new Set([...Object.keys(volumeReasons), ...Object.keys(sourceReasons)]);
+  const known = new Set(
+    [volumeReasons, sourceReasons, runtimeReasons, apiReasons, drainReasons].flatMap((c) => Object.keys(c)),
+  );
   for (const m of section.matchAll(/^\| `([A-Za-z]+)` \|/gm)) assert.ok(known.has(m[1] ?? ''), m[1]);
 });
 
