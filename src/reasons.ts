@@ -94,7 +94,10 @@ export const volumeReasons = {
   UnmountFailed: 'TearDown failed',
   ReconstructFailed: 'a volume found on disk after a restart could not be rebuilt',
   CleanupFailed: "an orphaned pod's directory could not be removed",
-  MountsRemain: "an orphaned pod's directory still has mounts podvol cannot attribute to a volume",
+  MountsRemain:
+    "mounts podvol cannot attribute to a volume: in an orphaned pod's directory, or (podvol drain) below the root directory outside any pod directory",
+  RecordWriteFailed:
+    "podvol's record of a volume (under <root>/podvol/pods) could not be written before SetUp: SetUp goes ahead (logged, not a volume failure), and a crash before the next sync leaves the volume to be rebuilt from its directory alone",
 } as const;
 
 export type VolumeReason = keyof typeof volumeReasons;
@@ -169,3 +172,59 @@ export const sourceReasons = {
 } as const;
 
 export type SourceReason = keyof typeof sourceReasons;
+
+/**
+ * Why the runtime API refused a request (the `reason` of its JSON error body;
+ * src/agent/runtime/). SubPathFailed is also a volume reason, with the same meaning.
+ */
+export const runtimeReasons = {
+  BadRequest: 'a malformed request: its target, its percent-encoding, or a `wait` or `for` parameter',
+  NotFound: 'no such endpoint',
+  MethodNotAllowed: 'the endpoint does not take this HTTP method',
+  Forbidden: 'the caller is neither root nor in `--runtime-socket-group` (checked by peer credentials)',
+  InternalError: 'the request failed unexpectedly (a bug in podvol; logged)',
+  PodNotFound: 'the pod is not known to podvol, or is being torn down',
+  ContainerNotFound: 'the pod has no container, init container or ephemeral container of that name',
+  VolumesNotReady: 'a wait ended with volumes of the pod not yet mounted (or unmounted)',
+  VolumesFailedPermanently: 'a volume of the pod failed with a permanent reason: waiting longer cannot help',
+  VolumeNotReady: 'a container mounts a volume that has no path on the host yet',
+  InvalidSubPath: "a volumeMount's subPath is absolute or contains '..'",
+  InvalidSubPathExpr: "a volumeMount's subPathExpr cannot be expanded",
+  InvalidMountPropagation: 'a mountPropagation mode that does not exist',
+  BidirectionalNotPrivileged:
+    'Bidirectional mount propagation asked for by a container that is not privileged',
+  SubPathFailed: "a container's subPath could not be prepared (kubelet's message; details in the log)",
+} as const;
+
+export type RuntimeReason = keyof typeof runtimeReasons;
+
+/** What went wrong talking to (or without) the API server, as plugins branch on it (ApiError.reason). */
+export const apiReasons = {
+  NotFound: 'the object does not exist',
+  Forbidden: 'the API server refused podvol the object',
+  Unauthorized: 'the API server rejected the credentials',
+  Conflict: 'the object changed under the write (HTTP 409)',
+  Gone: 'the resourceVersion asked for expired (HTTP 410)',
+  Invalid: 'the API server refused the request as invalid (HTTP 422)',
+  TooManyRequests: 'the API server asked podvol to slow down (HTTP 429)',
+  ServerError: 'the API server answered with another HTTP error',
+  Unreachable: 'the API server cannot be reached',
+  NotRegistered:
+    'an object podvol does not watch for this pod (kubelet\'s `object "ns"/"name" not registered`)',
+  NotSynced: "the object's watch has not listed successfully in time",
+  StandaloneMode: 'podvol runs without an API server',
+} as const;
+
+export type ApiReason = keyof typeof apiReasons;
+
+/**
+ * What `podvol drain` reports left over (`leftovers[].reason`): one of these, a
+ * volume's own reason, or MountsRemain for a mount below the root directory.
+ */
+export const drainReasons = {
+  TearDownPending:
+    'a volume whose teardown did not finish before the timeout (and that reported no reason of its own)',
+  PodDirectoryRemains: "a pod's directory that was not removed before the timeout",
+} as const;
+
+export type DrainReason = keyof typeof drainReasons;

@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { permanentVolumeReasons, sourceReasons, volumeReasons } from '../src/reasons.ts';
+import {
+  apiReasons,
+  drainReasons,
+  permanentVolumeReasons,
+  runtimeReasons,
+  sourceReasons,
+  volumeReasons,
+} from '../src/reasons.ts';
 
 // The catalogue's table lives in docs/reasons.md; the permanent reasons are
 // listed where a runtime reads about its wait, docs/runtime-contract.md.
@@ -13,6 +20,9 @@ test('every reason of the catalogue is documented in docs/reasons.md, in its tab
   for (const [catalogue, reasons] of [
     ['volume', volumeReasons],
     ['source', sourceReasons],
+    ['runtime API', runtimeReasons],
+    ['API', apiReasons],
+    ['drain', drainReasons],
   ] as const) {
     for (const reason of Object.keys(reasons)) {
       assert.match(
@@ -25,7 +35,9 @@ test('every reason of the catalogue is documented in docs/reasons.md, in its tab
 });
 
 test('docs/reasons.md documents no reason the catalogue does not have', () => {
-  const known = new Set([...Object.keys(volumeReasons), ...Object.keys(sourceReasons)]);
+  const known = new Set(
+    [volumeReasons, sourceReasons, runtimeReasons, apiReasons, drainReasons].flatMap((c) => Object.keys(c)),
+  );
   for (const m of section.matchAll(/^\| `([A-Za-z]+)` \|/gm)) assert.ok(known.has(m[1] ?? ''), m[1]);
 });
 

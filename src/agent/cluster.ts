@@ -5,12 +5,13 @@ import { hostname } from 'node:os';
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import { type Clock, systemClock, type Timer } from '../clock.ts';
 import type { Logger } from '../logger.ts';
+import { createCSINodeInfoManager } from '../plugins/csi/nodeinfomanager.ts';
 import type { NodeInfoManager } from '../plugins/csi/registration.ts';
 import type { ClusterBackend } from '../volumehost/host.ts';
+import type { ClaimLookup } from '../volumehost/kube/claims.ts';
 import { ClaimWatches } from '../volumehost/kube/claims.ts';
 import { loadKubeConfig } from '../volumehost/kube/config.ts';
 import { CSIDriverInformer } from '../volumehost/kube/csidriver-informer.ts';
-import { createCSINodeInfoManager } from '../volumehost/kube/csinode.ts';
 import { createEventBroadcaster } from '../volumehost/kube/events.ts';
 import { NodeInfo } from '../volumehost/kube/node-info.ts';
 import { newConfigMapCache, newSecretCache } from '../volumehost/kube/object-cache.ts';
@@ -20,7 +21,6 @@ import { createTrustBundleManager } from '../volumehost/kube/trust-bundles.ts';
 import { ApiPodSource } from './pods/api-source.ts';
 import type { PodSource } from './pods/types.ts';
 import { referencedObjects } from './referenced-objects.ts';
-import type { ClaimLookup } from './volumemanager/claims.ts';
 
 export interface Cluster {
   sources: PodSource[];
@@ -170,7 +170,7 @@ export async function connectCluster(o: ConnectOptions): Promise<Cluster> {
   return {
     sources: [adaptApiSource(pods, () => node.node() !== undefined, clock)],
     backend: {
-      kubeClient: kubeConfig,
+      kubeConfig,
       getSecret: (ns, name) => secrets.get(ns, name),
       getConfigMap: (ns, name) => configMaps.get(ns, name),
       getServiceAccountToken: (ns, name, tr) => tokens.getServiceAccountToken(ns, name, tr),

@@ -13,6 +13,7 @@ import { errnoCode } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
+import type { DrainReason, VolumeReason } from '../reasons.ts';
 import { podDir, podsDir } from '../volumehost/paths.ts';
 import { openDirBeneath } from '../volumehost/safe-fs.ts';
 import { ROOT_MARK_DIR, ROOT_MARK_FILE } from './root-dir.ts';
@@ -30,7 +31,7 @@ export interface DrainVolume {
 
 export interface DrainLeftover {
   what: string;
-  reason: string;
+  reason: VolumeReason | DrainReason;
   message: string;
 }
 
@@ -209,7 +210,7 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
     for (const mp of await mountsBelow(stack.mounter, rootDir)) {
       report.leftovers.push({
         what: mp,
-        reason: 'MountRemains',
+        reason: 'MountsRemain',
         message:
           'mounted below the root directory outside any pod directory, and no plugin took it down (a CSI staging mount of a driver that is not registered, or a mount podvol did not make)',
       });

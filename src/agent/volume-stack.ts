@@ -15,8 +15,8 @@ import { DriversStore } from '../plugins/csi/drivers.ts';
 import { lazyCSIProto } from '../plugins/csi/grpc-status.ts';
 import { csiRegistrationHandler, type NodeInfoManager, noNodeInfo } from '../plugins/csi/registration.ts';
 import { probeVolumePlugins } from '../plugins/index.ts';
-import { VolumePluginMgr } from '../plugins/plugin-manager.ts';
 import { type ClusterBackend, createVolumeHost } from '../volumehost/host.ts';
+import { VolumePluginMgr } from '../volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { PluginWatcher } from './plugin-watcher.ts';
 

@@ -1,8 +1,9 @@
 // kubernetes.io/configmap: a configMap's keys as files, on a disk-backed
 // wrapper as kubelet does. Data is fetched before anything is touched, so a
 // configMap deleted under a non-optional volume leaves the last content.
+
+import type { VolumePlugin } from '../volumehost/volume.ts';
 import { configMapFiles } from './payload.ts';
-import type { VolumePlugin } from './types.ts';
 import { wrappedVolumePlugin } from './wrapped-volume.ts';
 
 export const configMapPluginName = 'kubernetes.io/configmap';

@@ -2,7 +2,7 @@
 // wrapper. RequiresRemount is true so label/annotation changes are rewritten.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { VolumeHost } from '../volumehost/types.ts';
-import { VolumeError, type VolumePlugin } from './types.ts';
+import { VolumeError, type VolumePlugin } from '../volumehost/volume.ts';
 import { collectDownwardAPIData } from './util/fieldpath.ts';
 import { wrappedVolumePlugin } from './wrapped-volume.ts';
 

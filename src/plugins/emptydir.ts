@@ -18,7 +18,7 @@ import {
   type Unmounter,
   VolumeError,
   type VolumePlugin,
-} from './types.ts';
+} from '../volumehost/volume.ts';
 import {
   compareQuantities,
   formatQuantity,
@@ -379,10 +379,8 @@ export function emptyDirPlugin(): VolumePlugin {
     init(h) {
       host = h;
     },
-    getVolumeName: (spec) => spec.volume?.name ?? '',
     canSupport: (spec) => spec.volume?.emptyDir !== undefined && spec.volume.emptyDir !== null,
     requiresRemount: () => false,
-    supportsMountOption: () => false,
     newMounter: (spec, pod) => new EmptyDirMounter(host, spec, pod),
     newUnmounter: (name, podUID) => new EmptyDirUnmounter(host, name, podUID),
     constructVolumeSpec: (name) => ({ volume: { name, emptyDir: {} }, readOnly: false }),

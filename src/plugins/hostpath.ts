@@ -9,7 +9,7 @@ import { type FsOps, nodeFsOps, O_APPEND, O_CREAT, O_WRONLY } from '../volumehos
 import { resolveInRoot } from '../volumehost/hostroot.ts';
 import { hasBacksteps } from '../volumehost/paths.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
-import { type Mounter, type Spec, VolumeError, type VolumePlugin } from './types.ts';
+import { type Mounter, type Spec, VolumeError, type VolumePlugin } from '../volumehost/volume.ts';
 
 export const hostPathPluginName = 'kubernetes.io/host-path';
 
@@ -177,10 +177,8 @@ export function hostPathPlugin(): VolumePlugin {
     init(h) {
       host = h;
     },
-    getVolumeName: (spec) => source(spec).path,
     canSupport: (spec) => Boolean(spec.volume?.hostPath ?? spec.persistentVolume?.spec?.hostPath),
     requiresRemount: () => false,
-    supportsMountOption: () => false,
     newMounter(spec): Mounter {
       const src = source(spec);
       return {

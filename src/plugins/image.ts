@@ -4,7 +4,7 @@
 // touching the host and the volume has no path on it: the runtime reads the
 // reference and pull policy from the pod spec (see `podvol mounts`).
 import type { V1ImageVolumeSource } from '@kubernetes/client-node';
-import type { Mounter, Spec, Unmounter, VolumePlugin } from './types.ts';
+import type { Mounter, Spec, Unmounter, VolumePlugin } from '../volumehost/volume.ts';
 
 export const imagePluginName = 'kubernetes.io/image';
 
@@ -27,14 +27,8 @@ export function imagePlugin(): VolumePlugin {
   return {
     name: imagePluginName,
     init() {},
-    getVolumeName(spec) {
-      const src = source(spec);
-      if (!src) throw new Error('the volumeSpec does not reference an Image volume type');
-      return src.reference ?? '';
-    },
     canSupport: (spec) => source(spec) !== undefined,
     requiresRemount: () => false,
-    supportsMountOption: () => false,
     newMounter: () => mounter,
     newUnmounter: () => unmounter,
     // kubelet reconstructs nothing: there is nothing on disk to find.

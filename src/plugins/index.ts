@@ -1,4 +1,6 @@
 // The in-tree plugin set podvol ships (kubelet's ProbeVolumePlugins).
+
+import type { VolumePlugin } from '../volumehost/volume.ts';
 import { configMapPlugin } from './configmap.ts';
 import { downwardAPIPlugin } from './downwardapi.ts';
 import { emptyDirPlugin } from './emptydir.ts';
@@ -7,7 +9,6 @@ import { imagePlugin } from './image.ts';
 import { localVolumePlugin } from './local.ts';
 import { projectedPlugin } from './projected.ts';
 import { secretPlugin } from './secret.ts';
-import type { VolumePlugin } from './types.ts';
 
 export function probeVolumePlugins(): VolumePlugin[] {
   return [

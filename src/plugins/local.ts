@@ -23,7 +23,7 @@ import {
   type Unmounter,
   VolumeError,
   type VolumePlugin,
-} from './types.ts';
+} from '../volumehost/volume.ts';
 import { KeyedMutex } from './util/keyed-mutex.ts';
 import { setVolumeOwnership } from './volume-ownership.ts';
 
@@ -174,10 +174,8 @@ export function localVolumePlugin(): VolumePlugin {
     init(h) {
       host = h;
     },
-    getVolumeName: (spec) => specName(spec),
     canSupport: (spec) => spec.persistentVolume?.spec?.local !== undefined,
     requiresRemount: () => false,
-    supportsMountOption: () => true,
     newMounter: (spec, pod) => new LocalMounter(spec, pod),
     newUnmounter: (name, uid) => new LocalUnmounter(name, uid),
     // As kubelet: enough to unmount and clean up; the path is not needed for that.

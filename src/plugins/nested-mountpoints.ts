@@ -4,7 +4,7 @@
 import { posix } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { mkdirAllBeneath, type SafeDir, splitBeneath } from '../volumehost/safe-fs.ts';
-import { VolumeError } from './types.ts';
+import { VolumeError } from '../volumehost/volume.ts';
 
 /** Paths, relative to the volume, of the mount points nested directly below it. */
 export function nestedMountpoints(volumeName: string, pod: V1Pod): string[] {

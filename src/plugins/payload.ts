@@ -7,7 +7,7 @@ import { ownValue } from '../own.ts';
 import type { VolumeReason } from '../reasons.ts';
 import { ApiError } from '../volumehost/errors.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
-import { VolumeError } from './types.ts';
+import { VolumeError } from '../volumehost/volume.ts';
 import type { FileProjection } from './util/atomic-writer.ts';
 
 /** True for the host's NotFound (the object does not exist). */

@@ -1,7 +1,8 @@
 // kubernetes.io/secret: a secret's keys as files on a tmpfs wrapper, so the
 // bytes never touch persistent disk.
+
+import type { VolumePlugin } from '../volumehost/volume.ts';
 import { secretFiles } from './payload.ts';
-import type { VolumePlugin } from './types.ts';
 import { wrappedVolumePlugin } from './wrapped-volume.ts';
 
 export const secretPluginName = 'kubernetes.io/secret';

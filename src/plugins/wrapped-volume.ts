@@ -6,7 +6,6 @@ import { errorMessage } from '../errno.ts';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
 import { relativeBeneath, type SafeFs, UnsafePathError } from '../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
-import { makeNestedMountpoints } from './nested-mountpoints.ts';
 import {
   type Mounter,
   type MounterArgs,
@@ -14,7 +13,8 @@ import {
   type Unmounter,
   VolumeError,
   type VolumePlugin,
-} from './types.ts';
+} from '../volumehost/volume.ts';
+import { makeNestedMountpoints } from './nested-mountpoints.ts';
 import { AtomicWriteError, type FileProjection, writeAtomically } from './util/atomic-writer.ts';
 import { setVolumeOwnership } from './volume-ownership.ts';
 
@@ -116,10 +116,8 @@ export function wrappedVolumePlugin(def: WrappedPluginDef): VolumePlugin {
     init(h) {
       host = h;
     },
-    getVolumeName: (spec) => spec.volume?.name ?? '',
     canSupport: (spec) => def.canSupport(spec),
     requiresRemount: () => true,
-    supportsMountOption: () => false,
     newMounter(spec, pod): Mounter {
       const volumeName = spec.volume?.name ?? '';
       const path = host.getPodVolumeDir(pod.metadata?.uid ?? '', escaped, volumeName);

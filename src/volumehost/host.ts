@@ -2,26 +2,25 @@
 // the API-backed functions fail with kubelet's standalone error; in cluster
 // mode a ClusterBackend supplies them.
 import { statfsSync } from 'node:fs';
-import { availableParallelism, hostname, networkInterfaces, totalmem } from 'node:os';
+import { availableParallelism, networkInterfaces, totalmem } from 'node:os';
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../logger.ts';
 import { StatProbe } from '../mount/deadline-stat.ts';
 import type * as mount from '../mount/types.ts';
-import type { VolumePluginMgr } from '../plugins/plugin-manager.ts';
-import type { Spec } from '../plugins/types.ts';
 import { ApiError } from './errors.ts';
-import { createExec } from './exec.ts';
 import { type FsOps, nodeFsOps } from './fs.ts';
 import { createStandaloneTokenManager, createStandaloneTrustBundleManager } from './kube/standalone.ts';
 import * as paths from './paths.ts';
+import type { VolumePluginMgr } from './plugin-manager.ts';
 import { createSafeFs } from './safe-fs.ts';
-import type { CSIDriverLister, EventRecorder, Exec, VolumeHost } from './types.ts';
+import type { CSIDriverLister, EventRecorder, VolumeHost } from './types.ts';
+import type { Spec } from './volume.ts';
 
 export const standaloneError = 'not supported due to running podvol in standalone mode';
 
 /** What cluster mode adds; every member is optional so tests can supply only what they need. */
 export interface ClusterBackend {
-  kubeClient?: KubeConfig;
+  kubeConfig?: KubeConfig;
   getSecret?: ReturnType<VolumeHost['getSecretFunc']>;
   getConfigMap?: ReturnType<VolumeHost['getConfigMapFunc']>;
   getServiceAccountToken?: ReturnType<VolumeHost['getServiceAccountTokenFunc']>;
@@ -41,14 +40,12 @@ export interface ClusterBackend {
 export interface VolumeHostOptions {
   rootDir: string;
   nodeName: string;
-  hostName?: string;
   /** --host-root: where the host's / is mounted (default '/'). */
   hostRoot?: string;
   mounter: mount.Interface;
   /** The filesystem plugins work on (default: the host's). */
   fs?: FsOps;
   pluginMgr: VolumePluginMgr;
-  exec?: Exec;
   /** Default: a probe of its own (its processes start from a worker thread). */
   statProbe?: StatProbe;
   cluster?: ClusterBackend;
@@ -102,7 +99,6 @@ const fail = (): Promise<never> => Promise.reject(new ApiError('StandaloneMode',
 
 export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
   const { rootDir, cluster = {} } = opts;
-  const exec = opts.exec ?? createExec();
   const statProbe = opts.statProbe ?? new StatProbe();
   const fs = createSafeFs(opts.fs ?? nodeFsOps());
   const logRecorder: EventRecorder = {
@@ -121,17 +117,13 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
 
   const host: VolumeHost = {
     getPluginDir: (p) => paths.pluginDir(rootDir, p),
-    getVolumeDevicePluginDir: (p) => paths.volumeDevicePluginDir(rootDir, p),
     getPodsDir: () => paths.podsDir(rootDir),
     getPodVolumeDir: (uid, plugin, vol) => paths.podVolumeDir(rootDir, uid, plugin, vol),
     getPodPluginDir: (uid, plugin) => paths.podPluginDir(rootDir, uid, plugin),
-    getPodVolumeDeviceDir: (uid, plugin) => paths.podVolumeDeviceDir(rootDir, uid, plugin),
-    getKubeClient: () => cluster.kubeClient,
+    getKubeConfig: () => cluster.kubeConfig,
     getMounter: () => opts.mounter,
     getFs: () => fs,
-    getExec: () => exec,
     getStatProbe: () => statProbe,
-    getHostName: () => opts.hostName ?? hostname(),
     getHostRoot: () => opts.hostRoot ?? '/',
     getHostIP: () => (cluster.node ? cluster.node()?.hostIP : standaloneHostIP()),
     getNodeName: () => opts.nodeName,

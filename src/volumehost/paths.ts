@@ -18,14 +18,9 @@ export const podVolumeDir = (root: string, uid: string, escapedPlugin: string, v
 export const podPluginsDir = (root: string, uid: string) => join(podDir(root, uid), 'plugins');
 export const podPluginDir = (root: string, uid: string, escapedPlugin: string) =>
   join(podPluginsDir(root, uid), escapedPlugin);
-export const podVolumeDevicesDir = (root: string, uid: string) => join(podDir(root, uid), 'volumeDevices');
-export const podVolumeDeviceDir = (root: string, uid: string, escapedPlugin: string) =>
-  join(podVolumeDevicesDir(root, uid), escapedPlugin);
 export const pluginsDir = (root: string) => join(root, 'plugins');
 /** Not escaped, as in kubelet: kubernetes.io/csi becomes nested directories. */
 export const pluginDir = (root: string, plugin: string) => join(pluginsDir(root), plugin);
-export const volumeDevicePluginDir = (root: string, plugin: string) =>
-  join(pluginDir(root, plugin), 'volumeDevices');
 /**
  * podvol's own per-volume records, used to rebuild state after a restart. Kept
  * outside <root>/pods so a pod's directory looks exactly like kubelet's.

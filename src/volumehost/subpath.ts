@@ -13,7 +13,6 @@ import { join, relative, sep } from 'node:path';
 import { errnoCode, errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
-import { VolumeError } from '../plugins/types.ts';
 import { podDir } from './paths.ts';
 import {
   openDirBeneath,
@@ -23,6 +22,7 @@ import {
   UnsafePathError,
   withDirBeneath,
 } from './safe-fs.ts';
+import { VolumeError } from './volume.ts';
 
 export const SUBPATH_DIR = 'volume-subpaths';
 

@@ -12,13 +12,8 @@ import type {
 } from '@kubernetes/client-node';
 import type { StatProbe } from '../mount/deadline-stat.ts';
 import type * as mount from '../mount/types.ts';
-import type { Mounter, Spec, Unmounter, VolumePlugin } from '../plugins/types.ts';
 import type { SafeFs } from './safe-fs.ts';
-
-export interface Exec {
-  /** Runs argv (never a shell) with a timeout; resolves with combined output. */
-  run(file: string, args: string[], timeoutMs?: number): Promise<{ exitCode: number; output: string }>;
-}
+import type { Mounter, Spec, Unmounter, VolumePlugin } from './volume.ts';
 
 export type EventType = 'Normal' | 'Warning';
 
@@ -45,20 +40,16 @@ export interface TrustAnchorSource {
 export interface VolumeHost extends TrustAnchorSource {
   // Directories, laid out exactly as kubelet's.
   getPluginDir(pluginName: string): string;
-  getVolumeDevicePluginDir(pluginName: string): string;
   getPodsDir(): string;
   getPodVolumeDir(podUID: string, escapedPluginName: string, volumeName: string): string;
   getPodPluginDir(podUID: string, escapedPluginName: string): string;
-  getPodVolumeDeviceDir(podUID: string, escapedPluginName: string): string;
 
-  getKubeClient(): KubeConfig | undefined;
+  getKubeConfig(): KubeConfig | undefined;
   getMounter(): mount.Interface;
   /** The filesystem plugins create, change and remove things on (`podvol plan` hands them a recording one). */
   getFs(): SafeFs;
-  getExec(): Exec;
   /** stat with a deadline in a child process, one per path at a time, for filesystems that may hang (deadline-stat.ts). */
   getStatProbe(): StatProbe;
-  getHostName(): string;
   /** Where the host's / is (--host-root; '/' unless podvol runs in a container): hostPaths are resolved under it. */
   getHostRoot?(): string;
   getHostIP(): string | undefined;

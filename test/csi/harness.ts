@@ -10,9 +10,9 @@ import pino from 'pino';
 import { createLinuxMounter } from '../../src/mount/linux.ts';
 import { type CSIPlugin, csiPlugin } from '../../src/plugins/csi/csi-plugin.ts';
 import { DriversStore } from '../../src/plugins/csi/drivers.ts';
-import { VolumePluginMgr } from '../../src/plugins/plugin-manager.ts';
-import type { Spec } from '../../src/plugins/types.ts';
 import { type ClusterBackend, createVolumeHost } from '../../src/volumehost/host.ts';
+import { VolumePluginMgr } from '../../src/volumehost/plugin-manager.ts';
+import type { Spec } from '../../src/volumehost/volume.ts';
 import { type DriverConfig, startTestDriver, type TestDriver, writeDriverConfig } from './driver.ts';
 
 export interface HarnessOptions {

@@ -5,10 +5,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { emptyDirMemorySize, pageSizeMountOption } from '../../src/plugins/emptydir.ts';
-import { VolumeError } from '../../src/plugins/types.ts';
 import { formatQuantity, parseQuantity } from '../../src/plugins/util/quantity.ts';
 import { podCgroupMemoryLimit, podQOS } from '../../src/plugins/util/resources.ts';
 import type { VolumeHost } from '../../src/volumehost/types.ts';
+import { VolumeError } from '../../src/volumehost/volume.ts';
 
 const Mi = 1024n * 1024n;
 const Gi = 1024n * Mi;

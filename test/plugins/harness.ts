@@ -12,11 +12,11 @@ import { FakeMounter } from '../../src/mount/fake.ts';
 import { mountContaining } from '../../src/mount/mountinfo.ts';
 import { HUGETLBFS_MAGIC, TMPFS_MAGIC } from '../../src/mount/probe.ts';
 import { probeVolumePlugins } from '../../src/plugins/index.ts';
-import { VolumePluginMgr } from '../../src/plugins/plugin-manager.ts';
-import type { Mounter, Spec, Unmounter } from '../../src/plugins/types.ts';
 import { nodeFsOps } from '../../src/volumehost/fs.ts';
 import { type ClusterBackend, createVolumeHost } from '../../src/volumehost/host.ts';
+import { VolumePluginMgr } from '../../src/volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../../src/volumehost/types.ts';
+import type { Mounter, Spec, Unmounter } from '../../src/volumehost/volume.ts';
 
 export interface PluginHarness {
   root: string;

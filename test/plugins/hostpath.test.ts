@@ -5,7 +5,7 @@ import { lstat, mkdir, readlink, stat, symlink, writeFile } from 'node:fs/promis
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { checkHostPathType } from '../../src/plugins/hostpath.ts';
-import { VolumeError } from '../../src/plugins/types.ts';
+import { VolumeError } from '../../src/volumehost/volume.ts';
 import { tempDir } from '../helpers/mountns.ts';
 
 const missing = async (p: string) =>

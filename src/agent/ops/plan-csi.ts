@@ -10,8 +10,8 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { checkCSIVolumeWithoutDriver, csiPlugin } from '../../plugins/csi/csi-plugin.ts';
 import { DriversStore } from '../../plugins/csi/drivers.ts';
-import type { Mounter, Spec, Unmounter, VolumePlugin } from '../../plugins/types.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
+import type { Mounter, Spec, Unmounter, VolumePlugin } from '../../volumehost/volume.ts';
 
 /** The driver calls the daemon would make, as the plan reports them. */
 export interface DriverStep {
@@ -32,10 +32,8 @@ export function planCSIPlugin(record: (s: DriverStep) => void): VolumePlugin {
       host = h;
       real.init(h);
     },
-    getVolumeName: (spec) => real.getVolumeName(spec),
     canSupport: (spec) => real.canSupport(spec),
     requiresRemount: (spec) => real.requiresRemount(spec),
-    supportsMountOption: () => real.supportsMountOption(),
     constructVolumeSpec: (name, path) => real.constructVolumeSpec(name, path),
     newMounter(spec: Spec, pod: V1Pod): Mounter {
       const m = real.newMounter(spec, pod);

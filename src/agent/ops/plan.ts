@@ -9,8 +9,8 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
 import { silentLogger } from '../../logger.ts';
-import { reasonOf } from '../../plugins/types.ts';
 import { usedVolumeNames } from '../../plugins/validation.ts';
+import { reasonOf } from '../../volumehost/volume.ts';
 import { createPodManager } from '../pod-manager.ts';
 import { STATIC_POD_API_REFERENCE, staticPodAPIReference } from '../pods/api-references.ts';
 import { parseManifestFile } from '../pods/manifest.ts';

@@ -1,12 +1,11 @@
-// `podvol status`: asks a running podvol for /status and prints it the way
-// kubectl prints resources. Talking to the daemon is the only I/O here; the
-// table itself is built by a pure function so tests can pin it exactly.
+// `podvol status`: asks a running podvol for /status and formats it the way
+// kubectl prints resources (src/cli/status.ts prints it). Talking to the
+// daemon is the only I/O here; the table itself is built by a pure function
+// so tests can pin it exactly.
 
-import { EXIT_UNREACHABLE } from '../../cli/command.ts';
 import { errorMessage, fieldOf } from '../../errno.ts';
 import type { SourceError } from '../pods/types.ts';
 import type { PodStatus } from '../volumemanager/status.ts';
-import { escapeControl, escapeControlJSON } from './escape.ts';
 import { formatTable } from './table.ts';
 
 export const DEFAULT_SERVER = 'http://127.0.0.1:10280';
@@ -169,35 +168,4 @@ export function formatStatus(doc: StatusDocument, format: 'table' | 'wide', now 
   const errors = [...doc.errors.map(describeSourceError), ...problems];
   if (errors.length > 0) out += `${out ? '\n' : ''}ERRORS:\n${errors.map((e) => `  ${e}\n`).join('')}`;
   return out;
-}
-
-export interface StatusOptions {
-  server: string;
-  output: StatusFormat;
-}
-
-export interface Output {
-  write(text: string): unknown;
-}
-
-/** Runs `podvol status`; returns the exit code (0, or EXIT_UNREACHABLE). */
-export async function runStatus(
-  o: StatusOptions,
-  io: { stdout: Output; stderr: Output } = process,
-): Promise<number> {
-  const r = await fetchStatus(o.server);
-  if (!r.ok) {
-    io.stderr.write(escapeControl(`podvol status: ${r.message}\n`));
-    return EXIT_UNREACHABLE;
-  }
-  if (o.output === 'json') {
-    io.stdout.write(escapeControlJSON(r.body.endsWith('\n') ? r.body : `${r.body}\n`));
-    return 0;
-  }
-  if (r.doc.pods.length === 0) {
-    // As kubectl: the "nothing here" note goes to stderr, so stdout stays parseable.
-    io.stderr.write(escapeControl(`No pods on node ${r.doc.node || '(unknown)'}.\n`));
-  }
-  io.stdout.write(escapeControl(formatStatus(r.doc, o.output)));
-  return 0;
 }

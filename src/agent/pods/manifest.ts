@@ -10,7 +10,7 @@ import { isObj, type Obj, q } from '../../plugins/util/field-errors.ts';
 import { validateDNS1123Label, validateDNS1123Subdomain } from '../../plugins/util/names.ts';
 import { tooManyVolumes, validatePodVolumes } from '../../plugins/validation.ts';
 import type { SourceReason } from '../../reasons.ts';
-import { canonicalJSON } from '../volumemanager/reconciler.ts';
+import { canonicalJSON } from '../canonical-json.ts';
 import { defaultPod, defaultPodDocument, podFromDocument } from './defaults.ts';
 import type { SourceError } from './types.ts';
 

@@ -61,7 +61,7 @@ export async function containerEnv(
   host: VolumeHost,
 ): Promise<Map<string, string>> {
   const ns = pod.metadata?.namespace ?? '';
-  const standalone = host.getKubeClient() === undefined;
+  const standalone = host.getKubeConfig() === undefined;
   // One fetch per object and kind for the whole container.
   const cached = <T>(kind: 'configMap' | 'secret', fetch: Fetch<T>) => {
     const cache = new Map<string, T>();

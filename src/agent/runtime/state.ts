@@ -1,6 +1,6 @@
 // The runtime API's view of the volume manager (RuntimeState), and the
 // teardown rule's hooks into it.
-import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
+import type { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
 import type { VolumeManager } from '../volumemanager/volume-manager.ts';
 import type { TerminationGate } from './termination.ts';
 import type { PodVolume, RuntimeState } from './types.ts';

@@ -1,7 +1,7 @@
 // What the runtime API needs from the volume manager, and nothing more: the
 // runtime socket answers from the same desired and actual state as /status.
 import type { V1Pod } from '@kubernetes/client-node';
-import type { Spec } from '../../plugins/types.ts';
+import type { Spec } from '../../volumehost/volume.ts';
 import type { PodStatus } from '../volumemanager/status.ts';
 
 /** A volume of a desired pod, as the volume manager set it up. */

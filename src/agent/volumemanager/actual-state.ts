@@ -4,7 +4,7 @@
 // call notifies the listeners. Readers get frozen snapshots: an entry is
 // replaced, never changed in place, so an operation holding one sees the volume
 // as it was handed out, and no change can bypass the notification.
-import type { Spec } from '../../plugins/types.ts';
+import type { Spec } from '../../volumehost/volume.ts';
 
 export type MountState = 'mounted' | 'uncertain';
 

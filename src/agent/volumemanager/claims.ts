@@ -5,22 +5,11 @@
 // reason why not. Claims and volumes come from per-object watches; `synced`
 // false means the first list has not come back yet.
 
-import type { V1PersistentVolume, V1PersistentVolumeClaim, V1Pod, V1Volume } from '@kubernetes/client-node';
-import { type Spec, VolumeError } from '../../plugins/types.ts';
+import type { V1Pod, V1Volume } from '@kubernetes/client-node';
 import type { VolumeReason } from '../../reasons.ts';
 import { standaloneError } from '../../volumehost/host.ts';
-
-export interface Peek<T> {
-  synced: boolean;
-  object?: T;
-  /** The last list/watch failure, when not synced. */
-  error?: string;
-}
-
-export interface ClaimLookup {
-  claim(namespace: string, name: string): Peek<V1PersistentVolumeClaim>;
-  volume(name: string): Peek<V1PersistentVolume>;
-}
+import type { ClaimLookup } from '../../volumehost/kube/claims.ts';
+import { type Spec, VolumeError } from '../../volumehost/volume.ts';
 
 /** The claim a pod volume refers to, if any: `persistentVolumeClaim.claimName` or the generic ephemeral `<pod>-<volume>`. */
 export function claimNameOf(pod: V1Pod, volume: V1Volume): string | undefined {

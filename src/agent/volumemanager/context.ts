@@ -4,8 +4,8 @@
 
 import type { Logger } from '../../logger.ts';
 import type * as mount from '../../mount/types.ts';
-import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
 import type { VolumeReason } from '../../reasons.ts';
+import type { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import type { ActualStateOfWorld, MountedVolume } from './actual-state.ts';
 import type { DesiredStateOfWorld, VolumeToMount } from './desired-state.ts';
@@ -19,13 +19,6 @@ import type { Terminating } from './status.ts';
  * the CLI shows the default without loading the plugins.
  */
 export const VOLUME_STATS_PERIOD_MS = 60_000;
-
-/**
- * kubelet's waitForAttachTimeout (pkg/kubelet/volumemanager/volume_manager.go):
- * how long a mount waits for an attachable volume's VolumeAttachment. Here for
- * the same reason as the one above.
- */
-export const WAIT_FOR_ATTACH_TIMEOUT_MS = 10 * 60_000;
 
 /**
  * The operation_name of storage_operation_duration_seconds and the operation

@@ -3,11 +3,12 @@
 // no plugin) stays in the desired state with its problem, so /status shows why.
 import type { V1Pod } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
-import type { VolumePluginMgr } from '../../plugins/plugin-manager.ts';
-import { reasonOf, type Spec, specName } from '../../plugins/types.ts';
 import { usedVolumeNames, type VolumeProblem, validatePodVolumes } from '../../plugins/validation.ts';
+import type { ClaimLookup } from '../../volumehost/kube/claims.ts';
+import type { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
-import { type ClaimLookup, claimNameOf, resolveClaimVolume } from './claims.ts';
+import { reasonOf, type Spec, specName } from '../../volumehost/volume.ts';
+import { claimNameOf, resolveClaimVolume } from './claims.ts';
 
 export interface VolumeToMount {
   key: string;

@@ -3,11 +3,17 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
 import { UNRESPONSIVE_AFTER_MS } from '../../mount/deadline-stat.ts';
-import { isNodeExpandable, type MounterArgs, reasonOf, specName, VolumeError } from '../../plugins/types.ts';
 import { nodeAffinityMismatch } from '../../plugins/util/node-affinity.ts';
 import type { VolumeReason } from '../../reasons.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
 import { relativeBeneath, withHeldDirs } from '../../volumehost/safe-fs.ts';
+import {
+  isNodeExpandable,
+  type MounterArgs,
+  reasonOf,
+  specName,
+  VolumeError,
+} from '../../volumehost/volume.ts';
 import type { MarkVolumeOpts, MountedVolume } from './actual-state.ts';
 import type { OperationName, VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
@@ -155,6 +161,8 @@ async function mountVolumeSteps(
     await fs.mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podVolumesDir(rootDir, d.podUID)), 0o750);
     await fs.mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podPluginsDir(rootDir, d.podUID)), 0o750);
     // The record is written before SetUp so that a crash half-way leaves enough to tear it down.
+    // Without it SetUp still goes ahead (reconstruction can rebuild most volumes from their
+    // directory), but the lost safety net is logged: it matters if podvol crashes next.
     await writeRecord(fs, rootDir, {
       version: 1,
       podUID: d.podUID,
@@ -166,7 +174,12 @@ async function mountVolumeSteps(
       readOnly: spec.readOnly,
       ...(d.innerName !== d.volumeName ? { innerName: d.innerName } : {}),
       ...(spec.persistentVolume ? { persistentVolume: spec.persistentVolume } : {}),
-    }).catch(() => {});
+    }).catch((err: unknown) => {
+      logger.warn(
+        { ...log, reason: reasonOf(err, 'RecordWriteFailed'), err: errorMessage(err) },
+        'writing the volume record failed; SetUp goes ahead without it',
+      );
+    });
     // A volume found on disk (reconstructed at start, or left uncertain by a
     // failed SetUp) may be a mount that no longer answers (a FUSE or NFS server
     // gone): SetUp would wait on it for ever and hold a thread of the daemon.

@@ -3,7 +3,6 @@
 // never through a symlink.
 
 import { errorMessage } from '../../errno.ts';
-import { reasonOf } from '../../plugins/types.ts';
 import {
   podDir,
   podsDir,
@@ -13,6 +12,7 @@ import {
   unescapeQualifiedName,
 } from '../../volumehost/paths.ts';
 import { mountPointsBelow, mountPointsIn, relativeBeneath } from '../../volumehost/safe-fs.ts';
+import { reasonOf } from '../../volumehost/volume.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { readdirOrEmpty, reconstructVolume } from './reconstruction.ts';
 import { podOwned } from './records.ts';

@@ -2,9 +2,10 @@
 // state when they changed, and marks remount-requiring volumes (tokens,
 // downwardAPI, configMaps...) for a refresh every sync period.
 import type { V1Pod } from '@kubernetes/client-node';
-import { isNodeExpandable } from '../../plugins/types.ts';
+import type { ClaimLookup } from '../../volumehost/kube/claims.ts';
+import { isNodeExpandable } from '../../volumehost/volume.ts';
 import type { MountedVolume } from './actual-state.ts';
-import { type ClaimLookup, claimNameOf } from './claims.ts';
+import { claimNameOf } from './claims.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { adoptReconstructedVolumes } from './reconstruction.ts';
 

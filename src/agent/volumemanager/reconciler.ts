@@ -2,29 +2,12 @@
 // starts the operations that close the gap. Only volumes of pods no longer
 // desired are unmounted (and not while the runtime contract holds them): a
 // pod whose volume spec changed under the same UID keeps what it has mounted.
+import { canonicalJSON } from '../canonical-json.ts';
 import type { MountedVolume } from './actual-state.ts';
 import type { VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
 import type { Operation } from './operation-executor.ts';
 import { expandVolume, mountVolume, unmountVolume } from './operation-generator.ts';
-
-/**
- * JSON with sorted keys and without null/undefined members: the same volume
- * from a list (client-node model objects), a watch event (plain JSON) or a
- * record on disk must compare equal whatever the key order.
- */
-export function canonicalJSON(value: unknown): string {
-  return JSON.stringify(value, (_key, v) =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(
-          Object.keys(v)
-            .filter((k) => v[k] !== undefined && v[k] !== null)
-            .sort()
-            .map((k) => [k, v[k]]),
-        )
-      : v,
-  );
-}
 
 export type SpecChange = 'none' | 'rerender' | 'restart';
 

@@ -3,7 +3,6 @@
 // plugin's constructVolumeSpec otherwise) as 'uncertain', so nothing is lost or leaked.
 import { readdir } from 'node:fs/promises';
 import { errnoCode, errorMessage } from '../../errno.ts';
-import { reasonOf } from '../../plugins/types.ts';
 import {
   escapeQualifiedName,
   podsDir,
@@ -11,6 +10,7 @@ import {
   podVolumesDir,
   unescapeQualifiedName,
 } from '../../volumehost/paths.ts';
+import { reasonOf } from '../../volumehost/volume.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { volumeKey } from './desired-state.ts';
 import { forceUnmountUnresponsive } from './operation-generator.ts';

@@ -1,8 +1,9 @@
 // The /status document: every pod podvol knows of, each volume's state and,
 // when it is not ready, the reason. Built from the desired and actual states
 // and the operation executor; never holds secret data.
-import { reasonOf, type Spec } from '../../plugins/types.ts';
+
 import type { VolumeReason } from '../../reasons.ts';
+import { reasonOf, type Spec } from '../../volumehost/volume.ts';
 import type { ActualStateOfWorld, MountedVolume } from './actual-state.ts';
 import type { DesiredStateOfWorld, VolumeToMount } from './desired-state.ts';
 import type { OperationExecutor } from './operation-executor.ts';

@@ -18,7 +18,6 @@ import type {
   V1Pod,
   V1SecretReference,
 } from '@kubernetes/client-node';
-import { WAIT_FOR_ATTACH_TIMEOUT_MS } from '../../agent/volumemanager/context.ts';
 import { errorMessage, fieldOf } from '../../errno.ts';
 import { escapeQualifiedName } from '../../volumehost/paths.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
@@ -32,7 +31,7 @@ import {
   type Unmounter,
   VolumeError,
   type VolumeErrorStep,
-} from '../types.ts';
+} from '../../volumehost/volume.ts';
 import { KeyedMutex } from '../util/keyed-mutex.ts';
 import { volumeByteSize } from '../util/quantity.ts';
 import { setVolumeOwnership } from '../volume-ownership.ts';
@@ -48,6 +47,7 @@ import {
   lazyCSIProto,
   Status,
 } from './grpc-status.ts';
+import { WAIT_FOR_ATTACH_TIMEOUT_MS } from './timeouts.ts';
 import {
   attachmentName,
   checkDriverName,
@@ -356,7 +356,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
   const pluginDir = () => host.getPluginDir(csiPluginName);
   const index = new VolumeIndex(() => ({ podsDir: host.getPodsDir(), pluginDir: pluginDir() }));
   const podVolumeDir = (podUID: string, inner: string) => host.getPodVolumeDir(podUID, escapedName, inner);
-  const kubeConfig = () => host.getKubeClient();
+  const kubeConfig = () => host.getKubeConfig();
 
   function clientFor(driver: string): CSIClient {
     const d = o.drivers.get(driver);
@@ -965,17 +965,11 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     init(h) {
       host = h;
     },
-    getVolumeName(spec) {
-      const pv = pvSource(spec);
-      if (pv) return `${pv.driver}^${pv.volumeHandle}`;
-      return `${inlineSource(spec)?.driver ?? ''}^${spec.volume?.name ?? ''}`;
-    },
     canSupport: (spec) => pvSource(spec) !== undefined || inlineSource(spec) !== undefined,
     requiresRemount(spec) {
       const driver = pvSource(spec)?.driver ?? inlineSource(spec)?.driver;
       return driver !== undefined && csiDriverObject(driver)?.spec?.requiresRepublish === true;
     },
-    supportsMountOption: () => true,
     newMounter: (spec, pod) => new CSIMounter(spec, pod),
     newUnmounter: (inner, podUID) => new CSIUnmounter(inner, podUID),
     /**

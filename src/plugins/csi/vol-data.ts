@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode, errorMessage } from '../../errno.ts';
-import { VolumeError } from '../types.ts';
+import { VolumeError } from '../../volumehost/volume.ts';
 import { goEncodeMap } from './gojson.ts';
 
 export const csiPluginName = 'kubernetes.io/csi';

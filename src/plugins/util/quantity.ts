@@ -3,7 +3,7 @@
 // Go type keeps, so CPU millicores and memory bytes are both exact.
 
 import { ownValue } from '../../own.ts';
-import { VolumeError } from '../types.ts';
+import { VolumeError } from '../../volumehost/volume.ts';
 
 export type QuantityFormat = 'DecimalSI' | 'BinarySI' | 'DecimalExponent';
 

@@ -4,8 +4,8 @@
 // `code`, never on the wording of a message.
 
 import { errorMessage, fieldOf } from '../../errno.ts';
-import type { SourceReason } from '../../reasons.ts';
-import { ApiError, type ApiReason } from '../errors.ts';
+import type { ApiReason, SourceReason } from '../../reasons.ts';
+import { ApiError } from '../errors.ts';
 
 /** Why the last list or watch failed; `reason` is stable CamelCase, `message` names the resource and server. */
 export interface ReflectorError {

@@ -4,9 +4,22 @@
 // and the volume a watched claim is bound to is watched while the claim is.
 // Lookups are synchronous snapshots; onChange says when to look again.
 import { CoreV1Api, type V1PersistentVolume, type V1PersistentVolumeClaim } from '@kubernetes/client-node';
-import type { ClaimLookup, Peek } from '../../agent/volumemanager/claims.ts';
 import { type InformerOptions, informerTuning, type ListOptions, Reflector } from './reflector.ts';
 import type { KubeObject } from './store.ts';
+
+/** A synchronous snapshot of one watched object. */
+export interface Peek<T> {
+  synced: boolean;
+  object?: T;
+  /** The last list/watch failure, when not synced. */
+  error?: string;
+}
+
+/** What the desired-state populator reads claims through (src/agent/volumemanager/claims.ts). */
+export interface ClaimLookup {
+  claim(namespace: string, name: string): Peek<V1PersistentVolumeClaim>;
+  volume(name: string): Peek<V1PersistentVolume>;
+}
 
 export type ClaimWatchOptions = InformerOptions;
 

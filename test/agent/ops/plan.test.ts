@@ -12,8 +12,8 @@ import { FakeMounter } from '../../../src/mount/fake.ts';
 import { readMountInfo } from '../../../src/mount/mountinfo.ts';
 import { kernelSupportsTmpfsNoswap } from '../../../src/mount/probe.ts';
 import type { MountInfo } from '../../../src/mount/types.ts';
-import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
+import { VolumePluginMgr } from '../../../src/volumehost/plugin-manager.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
 import { runCli } from './cli.ts';
 

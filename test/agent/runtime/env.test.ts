@@ -35,7 +35,7 @@ test('expandSubPathExpr lists every missing or empty variable, sorted', () => {
 
 const host = (kube: boolean, objects: Record<string, unknown> = {}) =>
   ({
-    getKubeClient: () => (kube ? {} : undefined),
+    getKubeConfig: () => (kube ? {} : undefined),
     getHostIP: () => '192.0.2.7',
     getNodeAllocatable: () => ({ cpu: '4', memory: '8Gi' }),
     getConfigMapFunc: () => async (ns: string, name: string) => {

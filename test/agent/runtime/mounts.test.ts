@@ -26,7 +26,7 @@ const state = {
   volumeReadOnly: (v: PodVolume) => readOnlyPlugins.has(v.pluginName ?? '') || v.spec?.readOnly === true,
 } as unknown as RuntimeState;
 const host = {
-  getKubeClient: () => undefined,
+  getKubeConfig: () => undefined,
   getHostIP: () => '10.0.0.1',
   getNodeAllocatable: () => ({}),
 } as unknown as VolumeHost;

@@ -10,8 +10,8 @@ import { VolumeManager, type VolumeManagerOptions } from '../../../src/agent/vol
 import { systemClock } from '../../../src/clock.ts';
 import { FakeMounter } from '../../../src/mount/fake.ts';
 import { probeVolumePlugins } from '../../../src/plugins/index.ts';
-import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
+import { VolumePluginMgr } from '../../../src/volumehost/plugin-manager.ts';
 import type { EventRecorder } from '../../../src/volumehost/types.ts';
 import { podWith } from '../../helpers/pods.ts';
 

@@ -5,11 +5,11 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { pino } from 'pino';
-import { canonicalJSON } from '../../../src/agent/volumemanager/reconciler.ts';
+import { canonicalJSON } from '../../../src/agent/canonical-json.ts';
 import { VolumeManager } from '../../../src/agent/volumemanager/volume-manager.ts';
 import { probeVolumePlugins } from '../../../src/plugins/index.ts';
-import { VolumePluginMgr } from '../../../src/plugins/plugin-manager.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
+import { VolumePluginMgr } from '../../../src/volumehost/plugin-manager.ts';
 
 import { waitFor } from '../../helpers/daemon.ts';
 import { at } from '../../helpers/must.ts';

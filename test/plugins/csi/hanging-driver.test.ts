@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CSIPlugin } from '../../../src/plugins/csi/csi-plugin.ts';
-import { VolumeError } from '../../../src/plugins/types.ts';
+import { VolumeError } from '../../../src/volumehost/volume.ts';
 import { readCalls } from '../../csi/driver.ts';
 import { claimVolume, startHarness } from '../../csi/harness.ts';
 import { waitFor } from '../../helpers/daemon.ts';

@@ -1,6 +1,6 @@
 // kubelet's VolumePluginMgr: holds the plugins and finds the one for a spec.
-import type { VolumeHost } from '../volumehost/types.ts';
-import { type Spec, VolumeError, type VolumePlugin } from './types.ts';
+import type { VolumeHost } from './types.ts';
+import { type Spec, VolumeError, type VolumePlugin } from './volume.ts';
 
 const qualifiedName =
   /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)\/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;

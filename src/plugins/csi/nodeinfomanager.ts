@@ -16,9 +16,9 @@ import {
   type V1CSINodeDriver,
 } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
-import { goMarshalMap } from '../../plugins/csi/gojson.ts';
-import type { NodeInfoManager } from '../../plugins/csi/registration.ts';
-import { describeKubeError, kubeErrorCode } from './api-errors.ts';
+import { describeKubeError, kubeErrorCode } from '../../volumehost/kube/api-errors.ts';
+import { goMarshalMap } from './gojson.ts';
+import type { NodeInfoManager } from './registration.ts';
 
 export const nodeIDAnnotation = 'csi.volume.kubernetes.io/nodeid';
 

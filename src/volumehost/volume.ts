@@ -1,10 +1,13 @@
 // Plugin contracts, named after kubelet's pkg/volume/plugins.go and volume.go so
-// a reader who knows kubelet finds their way. Device-mountable and attachable
-// plugins (CSI) extend VolumePlugin with the optional interfaces at the bottom.
+// a reader who knows kubelet finds their way. They live beside the VolumeHost,
+// as in kubelet's pkg/volume, because the host hands out plugins' mounters
+// (wrapper volumes) and every plugin implements them: the plugins layer sits
+// above this one. Online expansion (CSI) extends VolumePlugin with the
+// optional interface at the bottom.
 import type { V1PersistentVolume, V1Pod, V1Volume } from '@kubernetes/client-node';
 import { fieldOf } from '../errno.ts';
 import { isVolumeReason, type VolumeReason } from '../reasons.ts';
-import type { VolumeHost } from '../volumehost/types.ts';
+import type { VolumeHost } from './types.ts';
 
 /** kubelet's volume.Spec: an inline pod volume or a persistent volume. */
 export interface Spec {
@@ -50,11 +53,9 @@ export interface VolumePlugin {
   /** Qualified name with exactly one '/', e.g. kubernetes.io/empty-dir. */
   readonly name: string;
   init(host: VolumeHost): void;
-  getVolumeName(spec: Spec): string;
   canSupport(spec: Spec): boolean;
   /** True for plugins whose content must be refreshed on every pod sync (downwardAPI, configMap...). */
   requiresRemount(spec: Spec): boolean;
-  supportsMountOption(): boolean;
   newMounter(spec: Spec, pod: V1Pod): Mounter;
   newUnmounter(volumeName: string, podUID: string): Unmounter;
   /**
@@ -62,17 +63,6 @@ export interface VolumePlugin {
    * directory), when podvol has no record of it (kubelet's ConstructVolumeSpec).
    */
   constructVolumeSpec(volumeName: string, volumePath: string): Spec | Promise<Spec>;
-}
-
-/** Room for plugins that stage a device once per node (CSI NodeStage). */
-export interface DeviceMountableVolumePlugin extends VolumePlugin {
-  canDeviceMount(spec: Spec): boolean;
-  getDeviceMountRefs(deviceMountPath: string): Promise<string[]>;
-}
-
-/** Room for plugins that need an attach step (CSI with a controller). */
-export interface AttachableVolumePlugin extends DeviceMountableVolumePlugin {
-  canAttach(spec: Spec): boolean;
 }
 
 /**
