@@ -86,6 +86,10 @@ export const volumeReasons = {
   CSICallUncertain: 'a CSI call failed in a way that leaves the volume maybe set up (retried)',
   FSGroupFailed: "applying the pod's fsGroup to the volume failed",
   CorruptVolumeData: "a CSI volume's vol_data.json cannot be read",
+  CSIMigrationFailed:
+    'an in-tree volume (gcePersistentDisk, awsElasticBlockStore, cinder, portworxVolume) that cannot be translated to its CSI driver',
+  SELinuxLabelConflict:
+    'containers of the pod that use one volume the driver mounts with an SELinux context need different labels',
   StillMounted: 'a directory to be removed is still mounted',
   ExpansionFailed:
     "growing a volume's filesystem for its claim failed (NodeExpandVolume, or reading or updating the claim)",

@@ -23,6 +23,10 @@ export interface HarnessOptions {
   /** Per-call deadline of the plugin (kubelet: 2 min). */
   timeoutMs?: number;
   cluster?: ClusterBackend;
+  /** The plugin's host SELinux check (default: the real host's). */
+  seLinuxEnabled?: () => boolean;
+  /** The plugin's SELinuxMount feature gate (default off, as kubelet's). */
+  seLinuxMountFeature?: boolean;
 }
 
 export interface Harness {
@@ -77,6 +81,8 @@ export async function startHarness(base: string, o: HarnessOptions = {}): Promis
       drivers,
       timeoutMs: p.timeoutMs ?? o.timeoutMs,
       desiredVolumes: p.desiredVolumes,
+      seLinuxEnabled: o.seLinuxEnabled,
+      seLinuxMountFeature: o.seLinuxMountFeature,
     });
     pluginMgr.initPlugins([plugin], host);
     return plugin;

@@ -3,6 +3,7 @@
 // no plugin) stays in the desired state with its problem, so /status shows why.
 import type { V1Pod } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
+import { isMigratable, translateInTreeSpecToCSI } from '../../plugins/csi/translation.ts';
 import { usedVolumeNames, type VolumeProblem, validatePodVolumes } from '../../plugins/validation.ts';
 import type { ClaimLookup } from '../../volumehost/kube/claims.ts';
 import type { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
@@ -75,7 +76,9 @@ function volumesOf(
       continue;
     }
     try {
-      const spec: Spec = isClaim ? resolveClaimVolume(pod, volume, claims) : { volume, readOnly: false };
+      let spec: Spec = isClaim ? resolveClaimVolume(pod, volume, claims) : { volume, readOnly: false };
+      // kubelet's populator: an in-tree type whose plugin migrated to CSI is the CSI driver's volume from here on.
+      if (isMigratable(spec)) spec = translateInTreeSpecToCSI(spec);
       const plugin = pluginMgr.findPluginBySpec(spec);
       const path = plugin.newMounter(spec, pod).getPath();
       add(name, {

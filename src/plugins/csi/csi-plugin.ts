@@ -34,6 +34,7 @@ import {
 } from '../../volumehost/volume.ts';
 import { KeyedMutex } from '../util/keyed-mutex.ts';
 import { volumeByteSize } from '../util/quantity.ts';
+import { addSELinuxMountOption, hostSELinuxEnabled, mountSELinuxLabel } from '../util/selinux.ts';
 import { setVolumeOwnership } from '../volume-ownership.ts';
 import { type AccessMode, CSIClient, type NodeCapability, type VolumeCapability } from './client.ts';
 import type { DriversStore } from './drivers.ts';
@@ -106,6 +107,19 @@ export interface CSIPluginOptions {
    * longer has the volume (a pod about to mount it would stage it again).
    */
   desiredVolumes?: () => Iterable<Spec | undefined>;
+  /**
+   * Whether the host has SELinux enabled (kubelet's SELinuxLabelTranslator
+   * SELinuxEnabled: go-selinux's GetEnabled). Default: read from the host
+   * once. Without it nothing SELinux-specific is done, as in kubelet; tests
+   * force it on to see what a driver on an SELinux host receives.
+   */
+  seLinuxEnabled?: () => boolean;
+  /**
+   * kubelet's SELinuxMount feature gate (beta, off by default): mount every
+   * PersistentVolume with the pod's SELinux context, not only
+   * ReadWriteOncePod ones. Default false.
+   */
+  seLinuxMountFeature?: boolean;
 }
 
 type LifecycleMode = 'Persistent' | 'Ephemeral';
@@ -352,6 +366,9 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
   const shutdown = new AbortController();
   /** Calls in flight, for the shutdown log. */
   let inFlight = 0;
+
+  let hostSELinux: boolean | undefined;
+  const seLinuxEnabled = o.seLinuxEnabled ?? (() => (hostSELinux ??= hostSELinuxEnabled()));
 
   const pluginDir = () => host.getPluginDir(csiPluginName);
   const index = new VolumeIndex(() => ({ podsDir: host.getPodsDir(), pluginDir: pluginDir() }));
@@ -712,10 +729,19 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       return join(podVolumeDir(this.#uid, this.#inner), 'mount');
     }
 
+    /**
+     * kubelet's needSELinuxRelabel: a volume mounted with `-o context` already
+     * carries the pod's label, so the runtime must not relabel it; otherwise
+     * it relabels when the host has SELinux (kubelet also asks whether the
+     * mount supports labels; podvol, which runs no containers, has no runtime
+     * to tell). False until SetUp ran.
+     */
+    #needSELinuxRelabel = false;
+
     getAttributes(): Attributes {
       // kubelet's GetAttributes: the mounter's readOnly, the one NodePublishVolume got.
       const readOnly = readOnlyOf(this.#spec);
-      return { readOnly, managed: !readOnly, selinuxRelabel: false };
+      return { readOnly, managed: !readOnly, selinuxRelabel: this.#needSELinuxRelabel };
     }
 
     setUp(args: MounterArgs): Promise<void> {
@@ -741,8 +767,19 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       const accessMode = csiAccessMode(src.accessModes, caps.has('SINGLE_NODE_MULTI_WRITER'));
       const mountGroup =
         caps.has('VOLUME_MOUNT_GROUP') && args.fsGroup !== undefined ? String(args.fsGroup) : '';
+      // kubelet's SupportsSELinuxContextMount (the CSIDriver's seLinuxMount) and
+      // the desired state's label: the same context for NodeStage and NodePublish.
+      const seLinuxLabel = mountSELinuxLabel(this.#spec, pod, {
+        seLinuxEnabled: seLinuxEnabled(),
+        pluginSupportsSELinuxContextMount: driverObj?.spec?.seLinuxMount === true,
+        seLinuxMountGate: o.seLinuxMountFeature === true,
+      });
+      const mountFlags =
+        seLinuxLabel === '' ? src.mountOptions : addSELinuxMountOption(src.mountOptions, seLinuxLabel);
+      const seLinuxData: Record<string, string> =
+        seLinuxLabel === '' ? {} : { [volDataKey.seLinuxMountContext]: seLinuxLabel };
       const capability: VolumeCapability = {
-        mount: { fs_type: src.fsType, mount_flags: src.mountOptions, volume_mount_group: mountGroup },
+        mount: { fs_type: src.fsType, mount_flags: mountFlags, volume_mount_group: mountGroup },
         access_mode: { mode: accessMode },
       };
       const node = host.getNodeName();
@@ -760,7 +797,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
           globalmount = stagingPath(pluginDir(), src.driver, src.handle);
           if (!staged.has(unique)) {
             phase('staging');
-            await this.#stage(client, src, caps, capability, pubCtx);
+            await this.#stage(client, src, caps, capability, pubCtx, seLinuxData);
             staged.add(unique);
           }
           if (!caps.has('STAGE_UNSTAGE_VOLUME')) globalmount = '';
@@ -773,6 +810,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
           [volDataKey.nodeName]: node,
           [volDataKey.attachmentID]: attachmentName(src.handle, src.driver, node),
           [volDataKey.volumeLifecycleMode]: src.mode,
+          ...seLinuxData,
         });
         index.addUser(dir, src.driver, src.handle);
       });
@@ -809,6 +847,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
         if (isFinalError(err)) await removePublishDir(dir, target).catch(() => {});
         throw e;
       }
+      this.#needSELinuxRelabel = seLinuxLabel === '' && seLinuxEnabled();
       await nodeExpand(this.#spec, pod, { client, caps, target, globalmount });
       const policy = driverObj?.spec?.fsGroupPolicy ?? 'ReadWriteOnceWithFSType';
       const accessModes = src.mode === 'Ephemeral' ? ['ReadWriteOnce'] : src.accessModes;
@@ -830,9 +869,9 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
     }
 
     /**
-     * kubelet's MountDevice: globalmount (0750) and the staging json first, even
-     * without STAGE_UNSTAGE (UnmountDevice reads the json and removes both), then
-     * NodeStageVolume.
+     * kubelet's MountDevice: globalmount (0750) and the staging json first (with
+     * seLinuxMountContext when mounted with one), even without STAGE_UNSTAGE
+     * (UnmountDevice reads the json and removes both), then NodeStageVolume.
      */
     async #stage(
       client: CSIClient,
@@ -840,6 +879,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       caps: Set<NodeCapability>,
       capability: VolumeCapability,
       pubCtx: Record<string, string>,
+      seLinuxData: Record<string, string>,
     ): Promise<void> {
       const dataDir = stagingDataDir(pluginDir(), src.driver, src.handle);
       const globalmount = join(dataDir, 'globalmount');
@@ -847,6 +887,7 @@ export function csiPlugin(o: CSIPluginOptions): CSIPlugin {
       await saveVolumeData(dataDir, {
         [volDataKey.volHandle]: src.handle,
         [volDataKey.driverName]: src.driver,
+        ...seLinuxData,
       });
       index.addStaged(src.driver, src.handle);
       if (!caps.has('STAGE_UNSTAGE_VOLUME')) return;

@@ -4,7 +4,8 @@
 // external-attacher), its topology segments become node labels (an existing
 // label with another value is a collision and fails the registration), and
 // the CSINode object of this node (owned by the Node) gets an entry
-// {name, nodeID, topologyKeys, allocatable.count}. Uninstalling removes the
+// {name, nodeID, topologyKeys, allocatable.count} and the annotation
+// storage.alpha.kubernetes.io/migrated-plugins. Uninstalling removes the
 // entry and the annotation key, not the labels, as kubelet does.
 import {
   CoreV1Api,
@@ -19,6 +20,7 @@ import { errorMessage } from '../../errno.ts';
 import { describeKubeError, kubeErrorCode } from '../../volumehost/kube/api-errors.ts';
 import { goMarshalMap } from './gojson.ts';
 import type { NodeInfoManager } from './registration.ts';
+import { migratedPluginNames, migratedPluginsAnnotation } from './translation.ts';
 
 export const nodeIDAnnotation = 'csi.volume.kubernetes.io/nodeid';
 
@@ -39,6 +41,13 @@ export function createCSINodeInfoManager(kubeConfig: KubeConfig, nodeName: strin
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const storage = kubeConfig.makeApiClient(StorageV1Api);
   const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+  /**
+   * kubelet's setMigrationAnnotation, on the CSINode it creates and on every
+   * driver install: the in-tree plugins whose volumes this node serves
+   * through CSI (all it translates, whichever drivers registered, as kubelet
+   * lists every migrated plugin), comma-joined and sorted.
+   */
+  const migratedPlugins = migratedPluginNames().join(',');
 
   /** Changes the node's nodeid annotation (and adds labels) with the node's resourceVersion as a precondition. */
   async function updateNode(
@@ -104,6 +113,7 @@ export function createCSINodeInfoManager(kubeConfig: KubeConfig, nodeName: strin
             kind: 'CSINode',
             metadata: {
               name: nodeName,
+              annotations: { [migratedPluginsAnnotation]: migratedPlugins },
               ownerReferences: [
                 { apiVersion: 'v1', kind: 'Node', name: nodeName, uid: node.metadata?.uid ?? '' },
               ],
@@ -114,9 +124,14 @@ export function createCSINodeInfoManager(kubeConfig: KubeConfig, nodeName: strin
         return;
       }
       const drivers = change([...(current.spec?.drivers ?? [])]);
+      const annotations = { ...current.metadata?.annotations, [migratedPluginsAnnotation]: migratedPlugins };
       await storage.replaceCSINode({
         name: nodeName,
-        body: { ...current, spec: { ...current.spec, drivers } },
+        body: {
+          ...current,
+          metadata: { ...current.metadata, annotations },
+          spec: { ...current.spec, drivers },
+        },
       });
     });
   }

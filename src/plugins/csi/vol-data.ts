@@ -18,6 +18,8 @@ export const volDataKey = {
   nodeName: 'nodeName',
   attachmentID: 'attachmentID',
   volumeLifecycleMode: 'volumeLifecycleMode',
+  /** Only when the volume was mounted with `-o context=<this label>`. */
+  seLinuxMountContext: 'seLinuxMountContext',
 } as const;
 
 export const sha256Hex = (s: string) => createHash('sha256').update(s).digest('hex');
