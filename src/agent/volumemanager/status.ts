@@ -80,16 +80,20 @@ export function buildStatus(
     for (const d of p.volumes.values()) {
       const v = asw.get(d.key);
       const op = executor.state(d.key);
+      // What is on disk, as it was mounted: for a volume whose mounted state wins over its spec.
+      const asMounted = (m: MountedVolume) => ({
+        name: d.volumeName,
+        plugin: m.pluginName,
+        path: m.path,
+        attempts: 0,
+        since: new Date(d.since).toISOString(),
+      });
       if (v && op?.pending && op.operationName === 'volume_unmount') {
         // The pod came back (the same UID) while the teardown of what it had was running: the
         // volume is going away, and is set up afresh once that ends. Reported as mounted, a
         // runtime would start a container on an emptyDir that is about to be deleted.
         volumes.push({
-          name: d.volumeName,
-          plugin: v.pluginName,
-          path: v.path,
-          attempts: 0,
-          since: new Date(d.since).toISOString(),
+          ...asMounted(v),
           state: 'unmounting',
           reason: '',
           message:
@@ -99,11 +103,7 @@ export function buildStatus(
       }
       if (v?.state === 'mounted' && hooks?.specChange(v, d) === 'restart') {
         volumes.push({
-          name: d.volumeName,
-          plugin: v.pluginName,
-          path: v.path,
-          attempts: 0,
-          since: new Date(d.since).toISOString(),
+          ...asMounted(v),
           state: 'mounted',
           reason: SPEC_CHANGE_REASON,
           message:
