@@ -126,6 +126,8 @@ async function mountVolumeSteps(
     prev?.state === 'mounted' ? 'volume_refresh' : 'volume_mount',
     log,
   );
+  // An adopted volume keeps its record's time; this process's first-desired time only starts a new one.
+  const created = prev?.created ?? d.since;
   const base: MountedVolume = {
     key: d.key,
     podUID: d.podUID,
@@ -140,6 +142,7 @@ async function mountVolumeSteps(
     remountRequired: prev?.remountRequired ?? false,
     specExact: true,
     reconstructed: prev?.reconstructed ?? false,
+    created,
   };
   try {
     // kubelet's checkNodeAffinity, before anything is created for the volume.
@@ -168,6 +171,7 @@ async function mountVolumeSteps(
       readOnly: spec.readOnly,
       ...(d.innerName !== d.volumeName ? { innerName: d.innerName } : {}),
       ...(spec.persistentVolume ? { persistentVolume: spec.persistentVolume } : {}),
+      created: new Date(created).toISOString(),
     }).catch(() => {});
     // A volume found on disk (reconstructed at start, or left uncertain by a
     // failed SetUp) may be a mount that no longer answers (a FUSE or NFS server
