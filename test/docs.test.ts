@@ -29,7 +29,8 @@ function runHelp(): string {
 function helpFlags(): Set<string> {
   const flags = new Set<string>();
   for (const line of runHelp().split('\n')) {
-    const m = /^\s+(?:-\w, )?(--[a-z][a-z-]*)/.exec(line);
+    // At the indent of a flag: a wrapped description line below one may start with a flag it names.
+    const m = /^ {2}(?:-\w, )?(--[a-z][a-z-]*)/.exec(line);
     if (m?.[1] && m[1] !== '--help') flags.add(m[1]);
   }
   return flags;

@@ -12,7 +12,7 @@ import type { Plan } from '../agent/ops/plan.ts';
 import type { SourceError } from '../agent/pods/types.ts';
 import { errorMessage } from '../errno.ts';
 import { silentLogger } from '../logger.ts';
-import { EXIT_FAILURE, EXIT_OK, setExitCode } from './command.ts';
+import { EXIT_FAILURE, EXIT_OK, helpNotes, setExitCode } from './command.ts';
 import { nodeNameOption, nonEmpty, rootDirOption } from './options.ts';
 
 interface PlanFlags {
@@ -95,7 +95,9 @@ export function planCommand(program: Command): void {
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addHelpText(
       'after',
-      '\nChanges nothing on this host: no directory, file or mount. The volume plugins run against a recording copy of it (read from the host, never written).\nExit codes: 0 ok, 1 the manifest cannot be read, has documents that are not usable pods, or a volume would fail; 2 usage error.',
+      helpNotes(
+        '\nChanges nothing on this host: no directory, file or mount. The volume plugins run against a recording copy of it (read from the host, never written).\nExit codes: 0 ok, 1 the manifest cannot be read, has documents that are not usable pods, or a volume would fail; 2 usage error.',
+      ),
     )
     .action(async (flags: PlanFlags, cmd: Command) => {
       setExitCode(cmd, await runPlan(flags));

@@ -15,7 +15,7 @@ import { VOLUME_STATS_PERIOD_MS } from '../agent/volumemanager/context.ts';
 import { errorMessage } from '../errno.ts';
 import { version } from '../version.ts';
 import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
-import { EXIT_FAILURE, setExitCode, usageError } from './command.ts';
+import { EXIT_FAILURE, helpNotes, setExitCode, usageError } from './command.ts';
 import { applyConfigFile, configOption } from './config-file.ts';
 import { formatDuration } from './duration.ts';
 import {
@@ -294,7 +294,9 @@ export function runCommand(program: Command): void {
     .addOption(logFormatOption())
     .addHelpText(
       'after',
-      "\nDurations take Go's syntax, as kubelet's flags: 90s, 1m0s, 1h30m, 500ms.\n--config FILE: a YAML mapping whose keys are these flags (rootDir or root-dir: ...); flags and PODVOL_* variables win.",
+      helpNotes(
+        "\nDurations take Go's syntax, as kubelet's flags: 90s, 1m0s, 1h30m, 500ms.\n--config FILE: a YAML mapping whose keys are these flags (rootDir or root-dir: ...); flags and PODVOL_* variables win.",
+      ),
     )
     .action(async (flags: RunFlags, c: Command) => {
       setExitCode(c, await run(flags));
