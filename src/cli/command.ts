@@ -1,6 +1,6 @@
 // What every command module under src/cli/ shares: how a command registers
 // itself and how it hands its exit code back to main().
-import { type Command, Help } from 'commander';
+import { Command, Help } from 'commander';
 import { escapeControl } from '../agent/ops/escape.ts';
 
 /** A command module adds its one command (name, options, action) to the program. */
@@ -64,3 +64,19 @@ export const helpConfiguration: Partial<Help> = {
 
 /** A command's notes after its help (addHelpText 'after'), wrapped as the flags are. */
 export const helpNotes = (text: string) => () => new Help().boxWrap(text, helpWidth());
+
+/**
+ * commander's "did you mean" (the one it shows for a mistyped flag or
+ * command) for a word podvol parses itself: `--${word}` is parsed by a
+ * command that has only `flags`, and the flag commander suggests is returned.
+ */
+export function suggestFlag(word: string, flags: readonly string[]): string | undefined {
+  const probe = new Command().exitOverride().configureOutput({ outputError: () => {} });
+  for (const f of flags) probe.option(f);
+  try {
+    probe.parse([`--${word}`], { from: 'user' });
+  } catch (err) {
+    return /\(Did you mean (--\S+)\?\)/.exec(err instanceof Error ? err.message : '')?.[1];
+  }
+  return undefined;
+}

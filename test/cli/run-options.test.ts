@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
 import { CommanderError } from 'commander';
 import { buildProgram } from '../../src/cli.ts';
+import { runCli } from '../agent/ops/cli.ts';
 import { tempDir } from '../helpers/mountns.ts';
 import { must } from '../helpers/must.ts';
 
@@ -152,6 +153,11 @@ test('--config FILE: unknown keys, bad values and unreadable files are one-line 
   const file = join(dir, 'config.yaml');
   await writeFile(file, 'rootdir: /x\n');
   await assert.rejects(parseRun(t, ['--config', file]), /--config .*: unknown key "rootdir"/);
+  await writeFile(file, 'bogus: 1\n');
+  await assert.rejects(
+    parseRun(t, ['--config', file]),
+    /unknown key "bogus" \(keys are the flags of podvol run\)/,
+  );
   await writeFile(file, 'syncFrequency: 60\n');
   await assert.rejects(
     parseRun(t, ['--config', file]),
@@ -164,6 +170,24 @@ test('--config FILE: unknown keys, bad values and unreadable files are one-line 
   await writeFile(file, 'listen: [1, 2]\n');
   await assert.rejects(parseRun(t, ['--config', file]), /"listen" must be a single value/);
   await assert.rejects(parseRun(t, ['--config', join(dir, 'missing.yaml')]), /ENOENT/);
+});
+
+test('an unknown config key gets the "did you mean" a mistyped flag gets, in the spelling of the file', async (t) => {
+  const file = join(await tempDir(t), 'config.yaml');
+  const cases: [string, string][] = [
+    ['rootdir: /x\n', 'unknown key "rootdir" (Did you mean rootDir?)'],
+    ['sync-frequncy: 1m\n', 'unknown key "sync-frequncy" (Did you mean sync-frequency?)'],
+    [
+      'teardownSettlePeriods: 1s\n',
+      'unknown key "teardownSettlePeriods" (Did you mean teardownSettlePeriod?)',
+    ],
+  ];
+  for (const [content, message] of cases) {
+    await writeFile(file, content);
+    const r = await runCli(['run', '--config', file]);
+    assert.equal(r.code, 2, content);
+    assert.equal(r.stderr, `podvol: --config ${file}: ${message} (run podvol --help for usage)\n`);
+  }
 });
 
 test('--log-format: json or text, json when stdout is not a terminal', async (t) => {
