@@ -19,6 +19,7 @@ import { EXIT_FAILURE, helpNotes, setExitCode, usageError } from './command.ts';
 import { applyConfigFile, configOption } from './config-file.ts';
 import { formatDuration } from './duration.ts';
 import {
+  absolutePath,
   addNodeNameOptions,
   argumentParser,
   durationArg,
@@ -62,11 +63,11 @@ export interface RunFlags extends AccessFlags {
 const asGroup = argumentParser(resolveGroup);
 
 const asSocketPath = (v: string) => {
-  if (v !== '' && !v.startsWith('/')) throw new InvalidArgumentError(`must be an absolute path, got "${v}"`);
-  // sun_path holds 107 bytes and a NUL.
-  if (Buffer.byteLength(v) > 107)
-    throw new InvalidArgumentError('is longer than a unix socket path may be (107 bytes)');
-  return v;
+  const path = absolutePath(v);
+  // sun_path holds 107 bytes and a NUL: the path as resolved is what is bound.
+  if (Buffer.byteLength(path) > 107)
+    throw new InvalidArgumentError(`is longer than a unix socket path may be (107 bytes): ${path}`);
+  return path;
 };
 
 export async function run(flags: RunFlags): Promise<number> {

@@ -5,16 +5,17 @@
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { type TestContext, test } from 'node:test';
 import { CommanderError } from 'commander';
 import { buildProgram } from '../../src/cli.ts';
-import { runCli } from '../agent/ops/cli.ts';
+import { repoRoot, runCli } from '../agent/ops/cli.ts';
 import { tempDir } from '../helpers/mountns.ts';
 import { must } from '../helpers/must.ts';
 
 const envNames = [
   'PODVOL_ROOT_DIR',
+  'PODVOL_RUNTIME_SOCKET',
   'PODVOL_NODE_NAME',
   'PODVOL_SYNC_FREQUENCY',
   'PODVOL_CONFIG',
@@ -144,8 +145,27 @@ test("--config FILE: relative paths are relative to the file's directory, as kub
   assert.equal(fromFile.podManifestPath, join(dir, 'pods'));
   assert.equal(fromFile.kubeconfig, join(dir, '../kubeconfig'));
   assert.equal(fromFile.runtimeSocket, '', 'an empty value still disables the socket');
-  // On the command line a relative path stays the operator's, relative to the working directory.
-  assert.equal((await parseRun(t, ['--config', file, '--root-dir', 'here'])).rootDir, 'here');
+  // On the command line a relative path is the operator's, relative to the working directory.
+  assert.equal((await parseRun(t, ['--config', file, '--root-dir', 'here'])).rootDir, resolve('here'));
+});
+
+test('--root-dir and --runtime-socket: a relative path is resolved against the working directory', async (t) => {
+  const flags = await parseRun(t, ['--root-dir', 'state', '--runtime-socket', 'run/podvol.sock']);
+  assert.equal(flags.rootDir, join(process.cwd(), 'state'));
+  assert.equal(flags.runtimeSocket, join(process.cwd(), 'run/podvol.sock'));
+  const fromEnv = await parseRun(t, [], { PODVOL_ROOT_DIR: 'state', PODVOL_RUNTIME_SOCKET: 'p.sock' });
+  assert.equal(fromEnv.rootDir, join(process.cwd(), 'state'));
+  assert.equal(fromEnv.runtimeSocket, join(process.cwd(), 'p.sock'));
+  // The socket's length limit applies to the path as it is bound.
+  await assert.rejects(
+    parseRun(t, ['--runtime-socket', 'x'.repeat(100)]),
+    /longer than a unix socket path may be \(107 bytes\)/,
+  );
+  // What the operator sees: mounts and wait name the socket they tried by its absolute path.
+  const r = await runCli(['mounts', 'web', '-c', 'app', '--runtime-socket', 'nowhere.sock']);
+  assert.equal(r.code, 3);
+  const socket = join(repoRoot, 'nowhere.sock');
+  assert.equal(r.stderr, `podvol mounts: cannot reach podvol at ${socket}: connect ENOENT ${socket}\n`);
 });
 
 test('--config FILE: unknown keys, bad values and unreadable files are one-line usage errors', async (t) => {
