@@ -7,11 +7,12 @@
 // no Node, no node_modules and no source tree on the machine: copy it to
 // /usr/local/bin/podvol. Data files the sources read next to themselves (the
 // CSI .proto files) travel as SEA assets and are extracted on first use.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { build } from 'esbuild';
 import { commonOptions } from './build-bundle.mjs';
+import { filterPostjectStderr } from './postject-output.ts';
 
 const repo = join(import.meta.dirname, '..');
 const dist = join(repo, 'dist');
@@ -117,7 +118,7 @@ execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio
 
 copyFileSync(process.execPath, output);
 chmodSync(output, 0o755);
-execFileSync(
+const postject = spawnSync(
   process.execPath,
   [
     join(repo, 'node_modules', 'postject', 'dist', 'cli.js'),
@@ -127,8 +128,15 @@ execFileSync(
     '--sentinel-fuse',
     SEA_FUSE,
   ],
-  { stdio: 'inherit' },
+  { stdio: ['ignore', 'inherit', 'pipe'], encoding: 'utf8' },
 );
+if (postject.status !== 0) {
+  // A failed injection shows everything postject said.
+  process.stderr.write(postject.stderr ?? '');
+  console.error(`build:binary: postject failed (${postject.error?.message ?? `exit ${postject.status}`})`);
+  process.exit(1);
+}
+process.stderr.write(filterPostjectStderr(postject.stderr));
 rmSync(blob);
 rmSync(seaConfig);
 const version = execFileSync(output, ['version'], { encoding: 'utf8' }).trim();

@@ -3,7 +3,7 @@
 // line in `commands`. A bad flag or value is a usage error: one line on
 // stderr and exit code 2, never a stack trace.
 import { Command, CommanderError } from 'commander';
-import { type CommandModule, exitCodeOf } from './cli/command.ts';
+import { type CommandModule, exitCodeOf, helpConfiguration } from './cli/command.ts';
 import { drainCommand } from './cli/drain.ts';
 import { mountsCommand } from './cli/mounts.ts';
 import { planCommand } from './cli/plan.ts';
@@ -32,6 +32,8 @@ export function buildProgram(): Command {
     .description("Sets up and tears down pod volumes on this node, as kubelet's volume manager does")
     .version(versionLine(), '-v, --version')
     .exitOverride()
+    // Before the commands are added: they inherit it.
+    .configureHelp(helpConfiguration)
     // commander prints an error and then a hint on a second line; an operator's
     // script or journal gets one line: the error, then the hint.
     .configureOutput({ outputError: (text, write) => write(oneLineUsageError(text)) });

@@ -29,7 +29,8 @@ function runHelp(): string {
 function helpFlags(): Set<string> {
   const flags = new Set<string>();
   for (const line of runHelp().split('\n')) {
-    const m = /^\s+(?:-\w, )?(--[a-z][a-z-]*)/.exec(line);
+    // At the indent of a flag: a wrapped description line below one may start with a flag it names.
+    const m = /^ {2}(?:-\w, )?(--[a-z][a-z-]*)/.exec(line);
     if (m?.[1] && m[1] !== '--help') flags.add(m[1]);
   }
   return flags;
@@ -139,4 +140,28 @@ describe('links in README.md and docs/', () => {
       assert.deepEqual(broken, []);
     });
   }
+});
+
+// `npm ci` runs on the system's Node (20 on Debian), though every npm script and
+// bin/podvol.js run the Node 24 of node_modules: package.json must admit the Node
+// npm runs under, and say which install scripts may run (npm 11's allowScripts),
+// or every install warns EBADENGINE and "install scripts not yet covered".
+describe('package.json for npm ci under the system Node', () => {
+  const pkg = JSON.parse(read('package.json'));
+  const lock = JSON.parse(read('package-lock.json'));
+
+  test('engines admits Node 20, which the README says is enough to run npm ci', () => {
+    assert.match(read('README.md'), /a machine with only Node 20 and npm works/);
+    const m = /^>=(\d+)(?:\.(\d+))?$/.exec(pkg.engines?.node ?? '');
+    assert.ok(m, `engines.node is a plain lower bound: ${pkg.engines?.node}`);
+    assert.ok(Number(m[1]) <= 20, `engines.node ${pkg.engines.node} refuses Node 20`);
+  });
+
+  test('allowScripts decides on every package with an install script in package-lock.json', () => {
+    const withScripts = Object.entries(lock.packages as Record<string, { hasInstallScript?: boolean }>)
+      .filter(([path, p]) => path !== '' && p.hasInstallScript)
+      .map(([path]) => path.replace(/^.*node_modules\//, ''))
+      .sort();
+    assert.deepEqual(withScripts, Object.keys(pkg.allowScripts ?? {}).sort());
+  });
 });

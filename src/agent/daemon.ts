@@ -16,6 +16,7 @@ import type { Cluster } from './cluster.ts';
 import { connectionCaps, LISTEN_BACKLOG, openFileLimit } from './connection-budget.ts';
 import { createHttpServer, httpLimits } from './http.ts';
 import { createMetrics, type VolumeStatsSample } from './metrics.ts';
+import type { TeardownHoldStatus } from './ops/status.ts';
 import { createPodManager } from './pod-manager.ts';
 import { STATIC_POD_API_REFERENCE, staticPodAPIReference } from './pods/api-references.ts';
 import { createStaticPodSource } from './pods/static-source.ts';
@@ -430,7 +431,7 @@ async function closeServer(server: Server): Promise<void> {
 }
 
 /** /status's teardownHold: present only while the settle guard holds a first-sync teardown. */
-function teardownHoldStatus(vm: VolumeManager): { teardownHold?: Record<string, unknown> } {
+function teardownHoldStatus(vm: VolumeManager): { teardownHold?: TeardownHoldStatus } {
   const h = vm.teardownHold();
   if (!h) return {};
   return {

@@ -11,7 +11,7 @@ import { dirname, isAbsolute, resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import { parse } from 'yaml';
 import { errorMessage } from '../errno.ts';
-import { stringOption } from './command.ts';
+import { stringOption, suggestFlag } from './command.ts';
 
 export const configOption = () =>
   new Option('--config <file>', 'YAML file whose keys mirror these flags (flags and env win)').env(
@@ -50,13 +50,26 @@ export function applyConfigFile(cmd: Command, strict: boolean): void {
   for (const [key, value] of Object.entries(doc)) {
     const opt = byName.get(camel(key));
     if (!opt) {
-      if (strict) fail(`unknown key "${key}" (keys are the flags of podvol ${cmd.name()})`);
+      if (strict) fail(`unknown key "${key}" (${didYouMean(key, [...byName.values()], cmd.name())})`);
       continue;
     }
     const name = opt.attributeName();
     if (!overridable.has(cmd.getOptionValueSource(name))) continue;
     cmd.setOptionValueWithSource(name, convert(opt, key, value, dirname(resolve(file)), fail), 'config');
   }
+}
+
+const dashed = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+
+/** The key meant, in the spelling the file uses (camelCase or dashed), as commander suggests a flag. */
+function didYouMean(key: string, options: readonly Option[], command: string): string {
+  const flag = suggestFlag(
+    dashed(key),
+    options.flatMap((o) => (o.long ? [o.long] : [])),
+  );
+  if (!flag) return `keys are the flags of podvol ${command}`;
+  const name = flag.slice(2);
+  return `Did you mean ${key.includes('-') ? name : camel(name)}?`;
 }
 
 /** The flags that name a file or directory: their placeholder says so (`--root-dir <dir>`). */

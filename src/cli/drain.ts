@@ -11,7 +11,7 @@ import { createLogger, type LogFormat } from '../agent/logger.ts';
 import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
 import { lockRootDir, RootDirLockedError } from '../agent/root-lock.ts';
 import { errnoCode, errorMessage } from '../errno.ts';
-import { EXIT_FAILURE, EXIT_OK, setExitCode } from './command.ts';
+import { EXIT_FAILURE, EXIT_OK, helpNotes, setExitCode } from './command.ts';
 import { applyConfigFile, configOption } from './config-file.ts';
 import { formatDuration } from './duration.ts';
 import {
@@ -135,7 +135,9 @@ export function drainCommand(program: Command): void {
     .addOption(logFormatOption())
     .addHelpText(
       'after',
-      "\nStop the daemon first (systemctl stop podvol); a running podvol holds the root directory and drain exits 1.\nVolumes go as a deleted pod's volumes go in the daemon (TearDown through their plugin, then the pod directory once nothing is mounted below it). Nothing outside the pod directories and podvol's records is touched.\nExit codes: 0 drained (or nothing to drain, or a dry run), 1 podvol is running or something remains (named on stderr), 2 usage error.",
+      helpNotes(
+        "\nStop the daemon first (systemctl stop podvol); a running podvol holds the root directory and drain exits 1.\nVolumes go as a deleted pod's volumes go in the daemon (TearDown through their plugin, then the pod directory once nothing is mounted below it). Nothing outside the pod directories and podvol's records is touched.\nExit codes: 0 drained (or nothing to drain, or a dry run), 1 podvol is running or something remains (named on stderr), 2 usage error.",
+      ),
     )
     .action(async (flags: DrainFlags, cmd: Command) => {
       setExitCode(cmd, await runDrain(flags));

@@ -7,7 +7,7 @@ import { type Command, Option } from 'commander';
 import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
 import { callRuntime, resolvePod } from '../agent/runtime/client.ts';
 import { fieldOf } from '../errno.ts';
-import { EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, setExitCode, usageError } from './command.ts';
+import { EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, helpNotes, setExitCode, usageError } from './command.ts';
 import { runtimeSocketFailure, runtimeSocketOption } from './options.ts';
 
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -122,7 +122,9 @@ export function mountsCommand(program: Command): void {
     .addOption(runtimeSocketOption())
     .addHelpText(
       'after',
-      `\nExit codes: 0 ok, 1 podvol refused (the reason is printed), 2 usage error, ${EXIT_UNREACHABLE} no podvol answered on the socket.`,
+      helpNotes(
+        `\nExit codes: 0 ok, 1 podvol refused (the reason is printed), 2 usage error, ${EXIT_UNREACHABLE} no podvol answered on the socket.`,
+      ),
     )
     .action(async (pod: string, flags: MountsFlags, cmd: Command) => {
       setExitCode(cmd, await runMounts(pod, flags));

@@ -1,6 +1,7 @@
 // Options shared by several commands (run, plan, drain), so all read the same
 // flags, environment variables and defaults.
 import { hostname } from 'node:os';
+import { resolve } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { defaultLogFormat, logFormats, logLevels } from '../agent/logger.ts';
 import { escapeControl } from '../agent/ops/escape.ts';
@@ -14,11 +15,19 @@ export const nonEmpty = (what: string) => (v: string) => {
   return v;
 };
 
+/**
+ * A path flag's value, absolute: a relative one is resolved against the
+ * working directory podvol starts in, as kubelet takes a relative --root-dir,
+ * so every later use (the lock, the socket, a log line) names the same place.
+ * '' stays '' (it disables the runtime socket).
+ */
+export const absolutePath = (v: string) => (v === '' ? v : resolve(v));
+
 export const rootDirOption = () =>
   new Option('--root-dir <dir>', 'root directory (kubelet layout below it)')
     .env('PODVOL_ROOT_DIR')
     .default('/var/lib/podvol')
-    .argParser(nonEmpty('--root-dir'));
+    .argParser((v: string) => absolutePath(nonEmpty('--root-dir')(v)));
 
 /** podvol's own rule for the node name when none is given: the kernel's host name, lower-cased, as kubelet. */
 export const defaultNodeName = () => hostname().trim().toLowerCase();
@@ -69,7 +78,8 @@ export function runtimeSocketFailure(command: string, err: unknown): number {
 export const runtimeSocketOption = (description = "the runtime API's unix socket") =>
   new Option('--runtime-socket <path>', description)
     .env('PODVOL_RUNTIME_SOCKET')
-    .default(DEFAULT_RUNTIME_SOCKET);
+    .default(DEFAULT_RUNTIME_SOCKET)
+    .argParser(absolutePath);
 
 /** `parse` as a commander argument parser: what it throws becomes commander's usage error. */
 export const argumentParser =

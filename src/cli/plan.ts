@@ -1,7 +1,7 @@
 // `podvol plan`: a dry run of SetUp and TearDown for the pods of a manifest
 // file, a directory of them (as --pod-manifest-path) or stdin. Exit codes: 0
-// ok, 1 the manifest cannot be read, has unusable documents, or a volume would
-// fail; 2 usage error.
+// ok, 1 the manifest cannot be read, holds no pod, has unusable documents, or a
+// volume would fail; 2 usage error.
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { text } from 'node:stream/consumers';
@@ -12,7 +12,7 @@ import type { Plan } from '../agent/ops/plan.ts';
 import type { SourceError } from '../agent/pods/types.ts';
 import { errorMessage } from '../errno.ts';
 import { silentLogger } from '../logger.ts';
-import { EXIT_FAILURE, EXIT_OK, setExitCode } from './command.ts';
+import { EXIT_FAILURE, EXIT_OK, helpNotes, setExitCode } from './command.ts';
 import { nodeNameOption, nonEmpty, rootDirOption } from './options.ts';
 
 interface PlanFlags {
@@ -41,6 +41,12 @@ async function readPods(file: string, nodeName: string): Promise<{ pods: V1Pod[]
   return { pods: source.pods(), errors: source.errors() };
 }
 
+function writeSourceError(e: SourceError, filename: string): void {
+  const where = `${e.file ?? filename}${e.document !== undefined ? ` document ${e.document}` : ''}`;
+  const further = e.furtherErrors ? ` (and ${e.furtherErrors} more errors in this file)` : '';
+  process.stderr.write(escapeControl(`podvol plan: ${where}: ${e.reason}: ${e.message}${further}\n`));
+}
+
 async function runPlan(flags: PlanFlags): Promise<number> {
   // Loaded here, not at the top: the other commands need none of it.
   const { failingVolumes, planSource } = await import('../agent/ops/plan.ts');
@@ -56,15 +62,18 @@ async function runPlan(flags: PlanFlags): Promise<number> {
     process.stderr.write(escapeControl(`podvol plan: cannot read ${flags.filename}: ${errorMessage(err)}\n`));
     return EXIT_FAILURE;
   }
+  if (source.pods.length === 0) {
+    // Nothing to plan is not a plan that passed: a wrong path or an empty pipe must not look like one.
+    for (const e of source.errors) writeSourceError(e, flags.filename);
+    const input = flags.filename === '-' ? 'stdin' : flags.filename;
+    process.stderr.write(escapeControl(`podvol plan: no pod to plan in ${input}\n`));
+    return EXIT_FAILURE;
+  }
   const plan: Plan = await planSource(source.pods, source.errors, {
     rootDir: flags.rootDir,
     nodeName: flags.nodeName,
   });
-  for (const e of plan.errors) {
-    const where = `${e.file ?? flags.filename}${e.document !== undefined ? ` document ${e.document}` : ''}`;
-    const further = e.furtherErrors ? ` (and ${e.furtherErrors} more errors in this file)` : '';
-    process.stderr.write(escapeControl(`podvol plan: ${where}: ${e.reason}: ${e.message}${further}\n`));
-  }
+  for (const e of plan.errors) writeSourceError(e, flags.filename);
   process.stdout.write(
     flags.output === 'json'
       ? escapeControlJSON(`${JSON.stringify(plan.steps, null, 2)}\n`)
@@ -95,7 +104,9 @@ export function planCommand(program: Command): void {
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addHelpText(
       'after',
-      '\nChanges nothing on this host: no directory, file or mount. The volume plugins run against a recording copy of it (read from the host, never written).\nExit codes: 0 ok, 1 the manifest cannot be read, has documents that are not usable pods, or a volume would fail; 2 usage error.',
+      helpNotes(
+        '\nChanges nothing on this host: no directory, file or mount. The volume plugins run against a recording copy of it (read from the host, never written).\nExit codes: 0 ok, 1 the manifest cannot be read, holds no pod, has documents that are not usable pods, or a volume would fail; 2 usage error.',
+      ),
     )
     .action(async (flags: PlanFlags, cmd: Command) => {
       setExitCode(cmd, await runPlan(flags));

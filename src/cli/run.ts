@@ -16,10 +16,11 @@ import { errorMessage } from '../errno.ts';
 import { WAIT_FOR_ATTACH_TIMEOUT_MS } from '../plugins/csi/timeouts.ts';
 import { version } from '../version.ts';
 import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
-import { EXIT_FAILURE, setExitCode, usageError } from './command.ts';
+import { EXIT_FAILURE, helpNotes, setExitCode, usageError } from './command.ts';
 import { applyConfigFile, configOption } from './config-file.ts';
 import { formatDuration } from './duration.ts';
 import {
+  absolutePath,
   addNodeNameOptions,
   argumentParser,
   durationArg,
@@ -65,11 +66,11 @@ export interface RunFlags extends AccessFlags {
 const asGroup = argumentParser(resolveGroup);
 
 const asSocketPath = (v: string) => {
-  if (v !== '' && !v.startsWith('/')) throw new InvalidArgumentError(`must be an absolute path, got "${v}"`);
-  // sun_path holds 107 bytes and a NUL.
-  if (Buffer.byteLength(v) > 107)
-    throw new InvalidArgumentError('is longer than a unix socket path may be (107 bytes)');
-  return v;
+  const path = absolutePath(v);
+  // sun_path holds 107 bytes and a NUL: the path as resolved is what is bound.
+  if (Buffer.byteLength(path) > 107)
+    throw new InvalidArgumentError(`is longer than a unix socket path may be (107 bytes): ${path}`);
+  return path;
 };
 
 export async function run(flags: RunFlags): Promise<number> {
@@ -307,7 +308,9 @@ export function runCommand(program: Command): void {
     .addOption(logFormatOption())
     .addHelpText(
       'after',
-      "\nDurations take Go's syntax, as kubelet's flags: 90s, 1m0s, 1h30m, 500ms.\n--config FILE: a YAML mapping whose keys are these flags (rootDir or root-dir: ...); flags and PODVOL_* variables win.",
+      helpNotes(
+        "\nDurations take Go's syntax, as kubelet's flags: 90s, 1m0s, 1h30m, 500ms.\n--config FILE: a YAML mapping whose keys are these flags (rootDir or root-dir: ...); flags and PODVOL_* variables win.",
+      ),
     )
     .action(async (flags: RunFlags, c: Command) => {
       setExitCode(c, await run(flags));

@@ -10,7 +10,7 @@ import {
   type StatusFormat,
   statusFormats,
 } from '../agent/ops/status.ts';
-import { EXIT_UNREACHABLE, setExitCode } from './command.ts';
+import { EXIT_UNREACHABLE, helpNotes, setExitCode } from './command.ts';
 import { argumentParser } from './options.ts';
 
 const asServer = argumentParser(normalizeServer);
@@ -28,7 +28,9 @@ export function statusCommand(program: Command): void {
     .addOption(new Option('-o, --output <format>', 'output format').choices(statusFormats).default('table'))
     .addHelpText(
       'after',
-      `\nAGE counts from when the volume was first desired; it is <unknown> for a volume no longer desired (unmounting, or dropped from the pod's spec) and for a pod without volumes.\nExit codes: 0 ok, 2 usage error, ${EXIT_UNREACHABLE} no podvol answered at the server (or it answered with an error).`,
+      helpNotes(
+        `\nAGE counts from when the volume was first desired for the pod (kept in the volume's record across restarts); it is <unknown> for a volume no longer desired (unmounting, or dropped from the pod's spec) and for a pod without volumes.\nExit codes: 0 ok, 2 usage error, ${EXIT_UNREACHABLE} no podvol answered at the server (or it answered with an error).`,
+      ),
     )
     .action(async (flags: { server: string; output: StatusFormat }, cmd: Command) => {
       // The default is not run through the parser; normalise it here too.

@@ -7,7 +7,7 @@ import { type Command, Option } from 'commander';
 import { escapeControl } from '../agent/ops/escape.ts';
 import { callRuntime, PodNotKnownError, resolvePod } from '../agent/runtime/client.ts';
 import { fieldOf } from '../errno.ts';
-import { EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, setExitCode, usageError } from './command.ts';
+import { EXIT_FAILURE, EXIT_OK, EXIT_UNREACHABLE, helpNotes, setExitCode, usageError } from './command.ts';
 import { parseGoDuration, runtimeSocketFailure, runtimeSocketOption } from './options.ts';
 
 /** Go durations (kubelet's flags), or plain seconds; milliseconds. */
@@ -129,7 +129,9 @@ export function waitCommand(program: Command): void {
     .addOption(runtimeSocketOption())
     .addHelpText(
       'after',
-      `\nExit codes: 0 done, 1 timed out or a volume failed for a reason retrying cannot cure (the volumes and their reasons are printed), 2 usage error, ${EXIT_UNREACHABLE} no podvol answered on the socket.`,
+      helpNotes(
+        `\nExit codes: 0 done, 1 timed out or a volume failed for a reason retrying cannot cure (the volumes and their reasons are printed), 2 usage error, ${EXIT_UNREACHABLE} no podvol answered on the socket.`,
+      ),
     )
     .action(async (pod: string, flags: WaitFlags, cmd: Command) => {
       setExitCode(cmd, await runWait(pod, flags));

@@ -108,14 +108,17 @@ export function localVolumePlugin(): VolumePlugin {
         r.startsWith(`${podsDir}/`),
       );
       if (args.fsGroup !== undefined && refs.length > 0 && st.gid !== args.fsGroup) {
-        host
-          .getEventRecorder()
-          .eventf(
-            this.#pod,
-            'Warning',
-            'AlreadyMountedVolume',
-            `The requested fsGroup is ${args.fsGroup}, but the volume ${this.#name} has GID ${st.gid}. The volume may not be shareable.`,
-          );
+        const message = `The requested fsGroup is ${args.fsGroup}, but the volume ${this.#name} has GID ${st.gid}. The volume may not be shareable.`;
+        // The SetUp goes on and succeeds, and the Event is logged only at debug: this is the log's line.
+        host.getLogger().warn(
+          {
+            pod: `${this.#pod.metadata?.namespace}/${this.#pod.metadata?.name}`,
+            volume: this.#name,
+            reason: 'AlreadyMountedVolume',
+          },
+          message,
+        );
+        host.getEventRecorder().eventf(this.#pod, 'Warning', 'AlreadyMountedVolume', message);
       }
       // Nothing below is created through a symlink planted in the pod directory.
       await fs.mkdirAllBeneath(podsDir, relativeBeneath(podsDir, dirname(dir)), 0o750);

@@ -4,7 +4,7 @@
 import { statfsSync } from 'node:fs';
 import { availableParallelism, networkInterfaces, totalmem } from 'node:os';
 import type { KubeConfig, V1Pod } from '@kubernetes/client-node';
-import type { Logger } from '../logger.ts';
+import { type Logger, silentLogger } from '../logger.ts';
 import { StatProbe } from '../mount/deadline-stat.ts';
 import type * as mount from '../mount/types.ts';
 import { ApiError } from './errors.ts';
@@ -101,9 +101,13 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
   const { rootDir, cluster = {} } = opts;
   const statProbe = opts.statProbe ?? new StatProbe();
   const fs = createSafeFs(opts.fs ?? nodeFsOps());
+  const logger = opts.logger ?? silentLogger();
+  // Without an API server the Events go to the log, at debug as kubelet logs Events (-v=3): what
+  // they say is already a log line of its own (op.failed's, the size limit's), or is given one
+  // where it is emitted (host.getLogger()). At warn every failed SetUp was logged twice.
   const logRecorder: EventRecorder = {
     eventf(pod: V1Pod, type, reason, message) {
-      opts.logger?.warn(
+      logger.debug(
         { event: { type, reason }, pod: `${pod.metadata?.namespace}/${pod.metadata?.name}` },
         message,
       );
@@ -150,6 +154,7 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
         allowMissing,
       ),
     getEventRecorder: () => cluster.eventRecorder ?? logRecorder,
+    getLogger: () => logger,
     csiDriverLister: () => cluster.csiDrivers,
     csiDriversSynced: () => cluster.csiDrivers?.hasSynced() ?? false,
     waitForCacheSync: async (timeoutMs) => {

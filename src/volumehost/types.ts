@@ -10,6 +10,7 @@ import type {
   V1Pod,
   V1Secret,
 } from '@kubernetes/client-node';
+import type { Logger } from '../logger.ts';
 import type { StatProbe } from '../mount/deadline-stat.ts';
 import type * as mount from '../mount/types.ts';
 import type { SafeFs } from './safe-fs.ts';
@@ -67,6 +68,12 @@ export interface VolumeHost extends TrustAnchorSource {
   deleteServiceAccountTokenFunc(): (podUID: string) => void;
 
   getEventRecorder(): EventRecorder;
+  /**
+   * The agent's logger, for what a plugin reports only by an Event: Events
+   * themselves are logged at debug (kubelet logs them at -v=3), so such an
+   * Event needs its own log line.
+   */
+  getLogger(): Logger;
   csiDriverLister(): CSIDriverLister | undefined;
   csiDriversSynced(): boolean;
   waitForCacheSync(timeoutMs?: number): Promise<void>;

@@ -5,15 +5,17 @@
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { type TestContext, test } from 'node:test';
 import { CommanderError } from 'commander';
 import { buildProgram } from '../../src/cli.ts';
+import { repoRoot, runCli } from '../agent/ops/cli.ts';
 import { tempDir } from '../helpers/mountns.ts';
 import { must } from '../helpers/must.ts';
 
 const envNames = [
   'PODVOL_ROOT_DIR',
+  'PODVOL_RUNTIME_SOCKET',
   'PODVOL_NODE_NAME',
   'PODVOL_SYNC_FREQUENCY',
   'PODVOL_CONFIG',
@@ -143,8 +145,27 @@ test("--config FILE: relative paths are relative to the file's directory, as kub
   assert.equal(fromFile.podManifestPath, join(dir, 'pods'));
   assert.equal(fromFile.kubeconfig, join(dir, '../kubeconfig'));
   assert.equal(fromFile.runtimeSocket, '', 'an empty value still disables the socket');
-  // On the command line a relative path stays the operator's, relative to the working directory.
-  assert.equal((await parseRun(t, ['--config', file, '--root-dir', 'here'])).rootDir, 'here');
+  // On the command line a relative path is the operator's, relative to the working directory.
+  assert.equal((await parseRun(t, ['--config', file, '--root-dir', 'here'])).rootDir, resolve('here'));
+});
+
+test('--root-dir and --runtime-socket: a relative path is resolved against the working directory', async (t) => {
+  const flags = await parseRun(t, ['--root-dir', 'state', '--runtime-socket', 'run/podvol.sock']);
+  assert.equal(flags.rootDir, join(process.cwd(), 'state'));
+  assert.equal(flags.runtimeSocket, join(process.cwd(), 'run/podvol.sock'));
+  const fromEnv = await parseRun(t, [], { PODVOL_ROOT_DIR: 'state', PODVOL_RUNTIME_SOCKET: 'p.sock' });
+  assert.equal(fromEnv.rootDir, join(process.cwd(), 'state'));
+  assert.equal(fromEnv.runtimeSocket, join(process.cwd(), 'p.sock'));
+  // The socket's length limit applies to the path as it is bound.
+  await assert.rejects(
+    parseRun(t, ['--runtime-socket', 'x'.repeat(100)]),
+    /longer than a unix socket path may be \(107 bytes\)/,
+  );
+  // What the operator sees: mounts and wait name the socket they tried by its absolute path.
+  const r = await runCli(['mounts', 'web', '-c', 'app', '--runtime-socket', 'nowhere.sock']);
+  assert.equal(r.code, 3);
+  const socket = join(repoRoot, 'nowhere.sock');
+  assert.equal(r.stderr, `podvol mounts: cannot reach podvol at ${socket}: connect ENOENT ${socket}\n`);
 });
 
 test('--config FILE: unknown keys, bad values and unreadable files are one-line usage errors', async (t) => {
@@ -152,6 +173,11 @@ test('--config FILE: unknown keys, bad values and unreadable files are one-line 
   const file = join(dir, 'config.yaml');
   await writeFile(file, 'rootdir: /x\n');
   await assert.rejects(parseRun(t, ['--config', file]), /--config .*: unknown key "rootdir"/);
+  await writeFile(file, 'bogus: 1\n');
+  await assert.rejects(
+    parseRun(t, ['--config', file]),
+    /unknown key "bogus" \(keys are the flags of podvol run\)/,
+  );
   await writeFile(file, 'syncFrequency: 60\n');
   await assert.rejects(
     parseRun(t, ['--config', file]),
@@ -164,6 +190,24 @@ test('--config FILE: unknown keys, bad values and unreadable files are one-line 
   await writeFile(file, 'listen: [1, 2]\n');
   await assert.rejects(parseRun(t, ['--config', file]), /"listen" must be a single value/);
   await assert.rejects(parseRun(t, ['--config', join(dir, 'missing.yaml')]), /ENOENT/);
+});
+
+test('an unknown config key gets the "did you mean" a mistyped flag gets, in the spelling of the file', async (t) => {
+  const file = join(await tempDir(t), 'config.yaml');
+  const cases: [string, string][] = [
+    ['rootdir: /x\n', 'unknown key "rootdir" (Did you mean rootDir?)'],
+    ['sync-frequncy: 1m\n', 'unknown key "sync-frequncy" (Did you mean sync-frequency?)'],
+    [
+      'teardownSettlePeriods: 1s\n',
+      'unknown key "teardownSettlePeriods" (Did you mean teardownSettlePeriod?)',
+    ],
+  ];
+  for (const [content, message] of cases) {
+    await writeFile(file, content);
+    const r = await runCli(['run', '--config', file]);
+    assert.equal(r.code, 2, content);
+    assert.equal(r.stderr, `podvol: --config ${file}: ${message} (run podvol --help for usage)\n`);
+  }
 });
 
 test('--log-format: json or text, json when stdout is not a terminal', async (t) => {

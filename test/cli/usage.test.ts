@@ -43,3 +43,19 @@ test("mounts and wait --help describe --runtime-socket without run's '' rule", a
     /--runtime-socket <path>\s+the runtime API's unix socket \(''\s+disables it\)/,
   );
 });
+
+test('every --help is wrapped to at most 100 columns, run with its descriptions in one column', async () => {
+  for (const cmd of [[], ['run'], ['status'], ['plan'], ['drain'], ['mounts'], ['wait'], ['version']]) {
+    const r = await runCli([...cmd, '--help']);
+    assert.equal(r.code, 0, cmd.join(' '));
+    const long = r.stdout.split('\n').filter((l) => l.length > 100);
+    assert.deepEqual(long, [], `podvol ${cmd.join(' ')} --help`);
+  }
+  const run = (await runCli(['run', '--help'])).stdout;
+  // A flag wider than the column is on a line of its own, its description below it in the column.
+  assert.match(
+    run,
+    /\n {2}--authorization-webhook-cache-authorized-ttl <duration>\n {30,}how long allowed SubjectAccessReview\s/,
+  );
+  assert.match(run, /\n {2}--root-dir <dir> +root directory \(kubelet layout below it\)\n/);
+});

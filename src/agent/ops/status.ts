@@ -14,11 +14,21 @@ export const STATUS_TIMEOUT_MS = 10_000;
 export type StatusFormat = 'table' | 'wide' | 'json';
 export const statusFormats: readonly StatusFormat[] = ['table', 'wide', 'json'];
 
+/** /status's teardownHold (src/agent/daemon.ts): the settle guard holds a first-sync teardown. */
+export interface TeardownHoldStatus {
+  since: string;
+  until: string;
+  volumes: number;
+  adopted: number;
+  message: string;
+}
+
 /** The /status document the daemon serves (src/agent/daemon.ts). */
 export interface StatusDocument {
   node: string;
   pods: PodStatus[];
   errors: SourceError[];
+  teardownHold?: TeardownHoldStatus;
 }
 
 /**
@@ -90,7 +100,17 @@ export async function fetchStatus(server: string, timeoutMs = STATUS_TIMEOUT_MS)
   if (!isStatusDocument(doc)) {
     return { ok: false, message: `podvol at ${server} sent a /status without a "pods" list (is it podvol?)` };
   }
-  return { ok: true, body, doc: { node: doc.node ?? '', pods: doc.pods, errors: doc.errors ?? [] } };
+  const hold = doc.teardownHold;
+  return {
+    ok: true,
+    body,
+    doc: {
+      node: doc.node ?? '',
+      pods: doc.pods,
+      errors: doc.errors ?? [],
+      ...(typeof fieldOf(hold, 'message') === 'string' ? { teardownHold: hold } : {}),
+    },
+  };
 }
 
 // kubectl prints this for an unknown age (an older podvol's /status has no `since`).
@@ -135,8 +155,25 @@ function describeSourceError(e: SourceError): string {
 }
 
 /**
+ * Pods that share a namespace and name with another UID (a static pod
+ * recreated while the old one's volumes are still torn down, a pod deleted
+ * and created again): their rows would read the same, so their POD cell
+ * carries the UID.
+ */
+function namesShared(pods: readonly PodStatus[]): Set<string> {
+  const uids = new Map<string, Set<string>>();
+  for (const p of pods) {
+    if (!p.name) continue;
+    const key = `${p.namespace}/${p.name}`;
+    uids.set(key, (uids.get(key) ?? new Set()).add(p.uid));
+  }
+  return new Set([...uids].filter(([, u]) => u.size > 1).map(([key]) => key));
+}
+
+/**
  * The kubectl-style table: one row per volume (a pod without volumes gets one
- * row), then `ERRORS:` with every source error and pod-level problem.
+ * row), then `TEARDOWN HOLD:` while the settle guard holds a teardown, then
+ * `ERRORS:` with every source error and pod-level problem.
  * `wide` adds PATH, ATTEMPTS and MESSAGE, as `kubectl get -o wide` adds columns.
  */
 export function formatStatus(doc: StatusDocument, format: 'table' | 'wide', now = Date.now()): string {
@@ -145,9 +182,14 @@ export function formatStatus(doc: StatusDocument, format: 'table' | 'wide', now 
   if (wide) headers.push('path', 'attempts', 'message');
   const rows: string[][] = [];
   const problems: string[] = [];
+  const shared = namesShared(doc.pods);
   for (const p of doc.pods) {
     // A pod known only by its leftover directory has no name; its UID is what identifies it.
-    const pod = p.name || p.uid;
+    const pod = !p.name
+      ? p.uid
+      : shared.has(`${p.namespace}/${p.name}`)
+        ? `${p.name} (uid ${p.uid})`
+        : p.name;
     const volumes = p.volumes ?? [];
     if (volumes.length === 0) rows.push([p.namespace, pod, '', '', '', UNKNOWN_AGE, '']);
     for (const v of volumes) {
@@ -165,6 +207,9 @@ export function formatStatus(doc: StatusDocument, format: 'table' | 'wide', now 
   }
   let out = '';
   if (rows.length > 0) out += formatTable(headers, rows);
+  // Nothing is torn down while it lasts, which an operator who emptied the manifest directory must see.
+  if (doc.teardownHold)
+    out += `${out ? '\n' : ''}TEARDOWN HOLD:\n  ${oneLine(doc.teardownHold.message)} (see --teardown-settle-period)\n`;
   const errors = [...doc.errors.map(describeSourceError), ...problems];
   if (errors.length > 0) out += `${out ? '\n' : ''}ERRORS:\n${errors.map((e) => `  ${e}\n`).join('')}`;
   return out;

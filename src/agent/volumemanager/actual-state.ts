@@ -26,6 +26,8 @@ export interface MountedVolume {
   readonly specExact: boolean;
   /** Found on disk at start-up rather than mounted by this process. */
   readonly reconstructed: boolean;
+  /** When the volume was first desired for this pod (ms since the epoch), by this process or, from its record, an earlier one. */
+  readonly created?: number;
   /** The claim asks for a bigger filesystem while the volume is mounted (kubelet's online expansion). */
   readonly resizeRequired: boolean;
   /** The claim's resourceVersion that last asked for it: a claim that did not change is not asked again. */

@@ -132,6 +132,8 @@ async function mountVolumeSteps(
     prev?.state === 'mounted' ? 'volume_refresh' : 'volume_mount',
     log,
   );
+  // An adopted volume keeps its record's time; this process's first-desired time only starts a new one.
+  const created = prev?.created ?? d.since;
   const base: MarkVolumeOpts = {
     key: d.key,
     podUID: d.podUID,
@@ -144,6 +146,7 @@ async function mountVolumeSteps(
     path: d.path ?? '',
     specExact: true,
     reconstructed: prev?.reconstructed ?? false,
+    created,
   };
   try {
     // kubelet's checkNodeAffinity, before anything is created for the volume.
@@ -174,6 +177,7 @@ async function mountVolumeSteps(
       readOnly: spec.readOnly,
       ...(d.innerName !== d.volumeName ? { innerName: d.innerName } : {}),
       ...(spec.persistentVolume ? { persistentVolume: spec.persistentVolume } : {}),
+      created: new Date(created).toISOString(),
     }).catch((err: unknown) => {
       logger.warn(
         { ...log, reason: reasonOf(err, 'RecordWriteFailed'), err: errorMessage(err) },

@@ -73,6 +73,11 @@ export class DesiredStateOfWorldPopulator {
       const message = `Unable to attach or mount volumes: unmounted volumes=[${notMounted.join(' ')}], unattached volumes=[${notMounted.join(' ')}], failed to process volumes=[${names.join(' ')}]: ${failed.map((v) => v.problem?.message).join(', ')}`;
       if (this.#claimEvents.get(p.uid) === message) continue;
       this.#claimEvents.set(p.uid, message);
+      // The Event is logged only at debug; nothing else says this in the log.
+      this.#ctx.logger.warn(
+        { pod: `${p.pod.metadata?.namespace}/${p.pod.metadata?.name}`, podUID: p.uid, reason: 'FailedMount' },
+        message,
+      );
       host.getEventRecorder().eventf(p.pod, 'Warning', 'FailedMount', message);
     }
     for (const uid of this.#claimEvents.keys()) if (!seen.has(uid)) this.#claimEvents.delete(uid);

@@ -144,7 +144,9 @@ export async function reconstructVolume(
     try {
       path = plugin.newMounter(spec, { metadata: { uid } }).getPath();
     } catch {}
+    const created = record?.created ? Date.parse(record.created) : Number.NaN;
     ctx.asw.markVolumeMountAsUncertain({
+      ...(Number.isNaN(created) ? {} : { created }),
       key,
       podUID: uid,
       podNamespace: record?.podNamespace ?? '',

@@ -25,6 +25,13 @@ export interface VolumeRecord {
   innerName?: string;
   /** The PersistentVolume a claim resolved to (no secrets: PVs only name them). */
   persistentVolume?: V1PersistentVolume;
+  /**
+   * RFC 3339: when the volume was first desired for this pod, kept when the
+   * record is written again, so `podvol status`'s AGE survives a restart.
+   * Absent in records written before it was kept: AGE then counts from when
+   * this process first desired the volume, and the next SetUp writes it.
+   */
+  created?: string;
 }
 
 const recordPath = (root: string, podUID: string, pluginName: string, volumeName: string) =>

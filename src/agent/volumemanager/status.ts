@@ -20,7 +20,7 @@ export interface VolumeStatus {
   reason: VolumeReason | '';
   message: string;
   attempts: number;
-  /** RFC 3339 time the volume was first desired: what AGE counts from. Absent once it is no longer desired (unmounting, or dropped from the spec). */
+  /** RFC 3339 time the volume was first desired for the pod, by this process or (from the volume's record) an earlier one: what AGE counts from. Absent once it is no longer desired (unmounting, or dropped from the spec). */
   since?: string;
   /** The CSI driver of a CSI volume. */
   driver?: string;
@@ -63,6 +63,10 @@ const csiDriverOf = (spec: Spec | undefined): { driver?: string } => {
 };
 const phaseField = (phase: string | undefined): { phase?: string } => (phase ? { phase } : {});
 
+/** AGE's start: an adopted volume's record time, else when this process first desired it. */
+const sinceOf = (d: VolumeToMount, v: MountedVolume | undefined) =>
+  new Date(v?.created ?? d.since).toISOString();
+
 export function buildStatus(
   dsw: DesiredStateOfWorld,
   asw: ActualStateOfWorld,
@@ -86,7 +90,7 @@ export function buildStatus(
         plugin: m.pluginName,
         path: m.path,
         attempts: 0,
-        since: new Date(d.since).toISOString(),
+        since: sinceOf(d, m),
       });
       if (v && op?.pending && op.operationName === 'volume_unmount') {
         // The pod came back (the same UID) while the teardown of what it had was running: the
@@ -117,7 +121,7 @@ export function buildStatus(
         plugin: d.pluginName ?? '',
         path: d.path ?? '',
         attempts: op?.attempts ?? 0,
-        since: new Date(d.since).toISOString(),
+        since: sinceOf(d, v),
         ...csiDriverOf(d.spec),
         ...phaseField(op?.pending ? phaseOf(d.podUID, d.innerName, d.pluginName ?? '') : undefined),
         ...(u ? { usedBytes: u.usedBytes } : {}),

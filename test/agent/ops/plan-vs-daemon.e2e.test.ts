@@ -31,12 +31,14 @@ type Entry = PlannedState['entries'][number];
 /**
  * kubelet's config.seen annotation is the time the pod was first seen, which
  * differs between the plan and the daemon (and so may its length: Go's
- * RFC3339Nano drops trailing zeros). Everything else of a file is compared.
+ * RFC3339Nano drops trailing zeros); so does a volume record's `created`, the
+ * time the volume was first desired. Everything else of a file is compared.
  */
 const sameTime = (data: Buffer) =>
   data
     .toString('utf8')
-    .replace(/kubernetes\.io\/config\.seen="[^"]*"/g, 'kubernetes.io/config.seen="<time>"');
+    .replace(/kubernetes\.io\/config\.seen="[^"]*"/g, 'kubernetes.io/config.seen="<time>"')
+    .replace(/"created":"[^"]*"/g, '"created":"<time>"');
 
 function line(e: Entry): string {
   const file = e.kind === 'file' ? ` ${JSON.stringify(sameTime(e.data ?? Buffer.alloc(0)))}` : '';

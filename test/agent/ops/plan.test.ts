@@ -210,6 +210,27 @@ test('plan -f DIR plans every manifest of a directory as --pod-manifest-path rea
   assert.ok(anyRecordSize(r.stdout).includes(demoSection));
 });
 
+test('plan on empty input (an empty file, -f - with nothing, an empty directory) says so on stderr and exits 1', async (t) => {
+  const dir = await tempDir(t);
+  const root = join(dir, 'root');
+  const empty = join(dir, 'empty.yaml');
+  await writeFile(empty, '');
+  await mkdir(join(dir, 'manifests'));
+  const emptyManifest =
+    'EmptyManifest: manifest holds no document (it is empty, or only comments): no pod is read from it';
+  const cases: [string, string, string][] = [
+    [empty, '', `podvol plan: ${empty}: ${emptyManifest}\npodvol plan: no pod to plan in ${empty}\n`],
+    ['-', '', `podvol plan: -: ${emptyManifest}\npodvol plan: no pod to plan in stdin\n`],
+    [join(dir, 'manifests'), '', `podvol plan: no pod to plan in ${join(dir, 'manifests')}\n`],
+  ];
+  for (const [file, stdin, stderr] of cases) {
+    const r = await runCli(planArgs(file, root), {}, stdin);
+    assert.equal(r.code, 1, file);
+    assert.equal(r.stdout, '', file);
+    assert.equal(r.stderr, stderr, file);
+  }
+});
+
 test('plan -o json lists the same steps as {phase, pod, volume, action, path, detail}', async (t) => {
   const { root, hostPath, manifest } = await demoSetup(t);
   const r = await runCli(planArgs(manifest, root, '-o', 'json'));

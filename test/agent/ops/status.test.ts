@@ -153,6 +153,65 @@ describe('podvol status', () => {
     assert.equal(r.stderr, 'No pods on node testnode.\n');
   });
 
+  test('a teardown hold is shown under the table, not only in -o json', async () => {
+    const message =
+      'the first sync would tear down 2 of 2 volumes adopted at start; held until 2026-11-30T12:00:30.000Z, then checked again';
+    const hold = {
+      since: '2026-11-30T12:00:00.000Z',
+      until: '2026-11-30T12:00:30.000Z',
+      volumes: 2,
+      adopted: 2,
+    };
+    serve(200, JSON.stringify({ ...doc, teardownHold: { ...hold, message } }));
+    const r = await runCli(['status', '--server', url]);
+    assert.equal(r.code, 0);
+    const [table, holdPart, errorsPart] = r.stdout.split('\n\n');
+    assert.equal(`${table}\n\n${errorsPart}`, expectedTable);
+    assert.equal(holdPart, `TEARDOWN HOLD:\n  ${message} (see --teardown-settle-period)`);
+    // A hold with nothing else to show (every adopted pod gone from the sources) is shown too.
+    serve(
+      200,
+      JSON.stringify({ node: 'testnode', pods: [], errors: [], teardownHold: { ...hold, message } }),
+    );
+    const empty = await runCli(['status', '--server', url]);
+    assert.equal(empty.stderr, 'No pods on node testnode.\n');
+    assert.equal(empty.stdout, `TEARDOWN HOLD:\n  ${message} (see --teardown-settle-period)\n`);
+  });
+
+  test('two pods of the same namespace and name are told apart by their UID', async () => {
+    const volume = {
+      name: 'cache',
+      plugin: 'kubernetes.io/empty-dir',
+      state: 'mounted' as const,
+      path: '/p',
+      reason: '' as const,
+      message: '',
+      attempts: 0,
+    };
+    serve(
+      200,
+      JSON.stringify({
+        node: 'testnode',
+        errors: [],
+        pods: [
+          { namespace: 'default', name: 'web', uid: 'aaaa', volumes: [volume] },
+          { namespace: 'default', name: 'web', uid: 'bbbb', volumes: [{ ...volume, state: 'unmounting' }] },
+          { namespace: 'other', name: 'web', uid: 'cccc', volumes: [volume] },
+        ],
+      }),
+    );
+    const r = await runCli(['status', '--server', url]);
+    assert.equal(r.code, 0);
+    assert.equal(
+      r.stdout,
+      `NAMESPACE   POD              VOLUME   PLUGIN                    STATE        AGE         REASON
+default     web (uid aaaa)   cache    kubernetes.io/empty-dir   mounted      <unknown>   <none>
+default     web (uid bbbb)   cache    kubernetes.io/empty-dir   unmounting   <unknown>   <none>
+other       web              cache    kubernetes.io/empty-dir   mounted      <unknown>   <none>
+`,
+    );
+  });
+
   test('an HTTP error from the daemon is exit code 3 with the status and body', async () => {
     serve(500, 'volume manager not started\n', 'text/plain');
     const r = await runCli(['status', '--server', url]);

@@ -32,6 +32,8 @@ export async function harness(
       | 'volumeStatsPeriodMs'
       | 'metrics'
       | 'maxConcurrentOperations'
+      | 'claims'
+      | 'logger'
     >
   > & {
     root?: string;
@@ -61,7 +63,7 @@ export async function harness(
     host,
     pluginMgr,
     mounter,
-    logger: pino({ level: 'silent' }),
+    logger: opts.logger ?? pino({ level: 'silent' }),
     pods: () => pods,
     sourcesReady: () => ready,
     clock: opts.now ? { ...systemClock(), now: opts.now } : undefined,
@@ -71,6 +73,7 @@ export async function harness(
     volumeStatsPeriodMs: opts.volumeStatsPeriodMs,
     metrics: opts.metrics,
     maxConcurrentOperations: opts.maxConcurrentOperations,
+    claims: opts.claims,
   });
   await vm.reconstruct();
   const settle = async () => {
