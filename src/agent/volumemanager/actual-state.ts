@@ -169,6 +169,7 @@ export class ActualStateOfWorld {
       path: opts.path,
       specExact: opts.specExact,
       reconstructed: opts.reconstructed,
+      ...(opts.created !== undefined ? { created: opts.created } : {}),
       state,
       remountRequired: prev?.remountRequired ?? false,
       resizeRequired: prev?.resizeRequired ?? false,
