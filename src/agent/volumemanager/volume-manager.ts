@@ -5,7 +5,7 @@
 // before the pod sources have synced; stopping unmounts nothing. The parts live
 // in their own files under kubelet's names; this one wires them and runs the loop.
 import type { V1Pod } from '@kubernetes/client-node';
-import { type Clock, systemClock } from '../../clock.ts';
+import { type Clock, systemClock, type Timer } from '../../clock.ts';
 import { errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import type * as mount from '../../mount/types.ts';
@@ -40,7 +40,10 @@ export interface VolumeManagerOptions {
   housekeepingPeriodMs?: number;
   /** kubelet's syncFrequency: how often remount-requiring volumes (tokens, downwardAPI...) are refreshed. */
   resyncPeriodMs?: number;
-  /** Time for backoff, ages, the settle guard and housekeeping periods (default the system's). */
+  /**
+   * Time for backoff, ages, the settle guard and housekeeping periods, and the
+   * loop's timer (default the system's): a fake clock runs the loop only when advanced.
+   */
   clock?: Clock;
   /** PersistentVolumeClaims and PersistentVolumes (cluster mode). */
   claims?: ClaimLookup;
@@ -97,7 +100,8 @@ export class VolumeManager {
   readonly #ctx: VolumeManagerContext;
   readonly #populator: DesiredStateOfWorldPopulator;
   readonly #settle: SettleGuard;
-  #timer: NodeJS.Timeout | undefined;
+  /** The loop's next tick, on the clock; undefined before start() and after stop(). */
+  #timer: Timer | undefined;
   /** The reconciler pass the loop is running, if any (stop() waits for it). */
   #pass: Promise<void> | undefined;
   #ticking = false;
@@ -167,10 +171,10 @@ export class VolumeManager {
   async start(): Promise<void> {
     await this.reconstruct();
     const loop = () => {
-      this.#timer = setTimeout(async () => {
+      this.#timer = this.#o.clock.after(this.#o.loopPeriodMs, async () => {
         await this.reconcileOnce();
         if (this.#timer) loop();
-      }, this.#o.loopPeriodMs);
+      });
     };
     loop();
   }
@@ -199,7 +203,7 @@ export class VolumeManager {
 
   /** Stops the loop and waits for running operations; unmounts nothing. */
   async stop(): Promise<void> {
-    clearTimeout(this.#timer);
+    this.#timer?.cancel();
     this.#timer = undefined;
     // A pass in progress (its housekeeping removes a pod directory, then the pod's records) ends first.
     await this.#pass;

@@ -7,7 +7,7 @@ import type { TestContext } from 'node:test';
 import type { V1Pod, V1Volume } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { VolumeManager, type VolumeManagerOptions } from '../../../src/agent/volumemanager/volume-manager.ts';
-import { systemClock } from '../../../src/clock.ts';
+import type { Clock } from '../../../src/clock.ts';
 import { FakeMounter } from '../../../src/mount/fake.ts';
 import { probeVolumePlugins } from '../../../src/plugins/index.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
@@ -39,8 +39,8 @@ export async function harness(
     root?: string;
     /** Another harness's mounter, whose mounts are still there: a restart of podvol, not of the node. */
     mounter?: FakeMounter;
-    /** The manager's time; its timers stay real. */
-    now?: () => number;
+    /** The manager's clock: its time and, once started, its loop's timer (default the system's). */
+    clock?: Clock;
   } = {},
 ) {
   const root = opts.root ?? (await mkdtemp(join(tmpdir(), 'podvol-vm-')));
@@ -66,7 +66,7 @@ export async function harness(
     logger: opts.logger ?? pino({ level: 'silent' }),
     pods: () => pods,
     sourcesReady: () => ready,
-    clock: opts.now ? { ...systemClock(), now: opts.now } : undefined,
+    clock: opts.clock,
     settlePeriodMs: opts.settlePeriodMs,
     loopPeriodMs: opts.loopPeriodMs,
     housekeepingPeriodMs: opts.housekeepingPeriodMs,

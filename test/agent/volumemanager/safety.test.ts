@@ -7,6 +7,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readdir, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { fakeClock } from '../../helpers/fake-clock.ts';
 import { tempDir } from '../../helpers/mountns.ts';
 import { at } from '../../helpers/must.ts';
 import { precious, startSwapper } from '../../helpers/swapper.ts';
@@ -104,8 +105,8 @@ test('settle guard: a first sync that would tear down most adopted volumes is he
   await writeFile(join(db, 'data'), 'precious');
 
   // Restarted with sources that list no pods at all (say, a wrong --node-name).
-  let clock = 1_000_000;
-  const h = await harness(t, [], { root: first.root, now: () => clock, settlePeriodMs: 30_000 });
+  const clock = fakeClock(1_000_000);
+  const h = await harness(t, [], { root: first.root, clock, settlePeriodMs: 30_000 });
   h.setReady(true);
   await h.settle();
   assert.equal(h.vm.asw.get('a/db')?.state, 'uncertain', 'adopted, still there');
@@ -114,7 +115,7 @@ test('settle guard: a first sync that would tear down most adopted volumes is he
   assert.ok(existsSync(join(db, 'data')), 'nothing torn down while held');
 
   // The sources come round (the pod is listed again): the hold is released, nothing torn down.
-  clock += 10_000;
+  await clock.advance(10_000);
   h.setPods([pod('a', [{ name: 'db', emptyDir: {} }])]);
   await h.settle();
   assert.equal(h.vm.teardownHold(), undefined);
@@ -126,16 +127,16 @@ test('settle guard: after the settle period a teardown still wanted goes ahead',
   const first = await harness(t, [pod('a', [{ name: 'db', emptyDir: {} }])]);
   first.setReady(true);
   await first.settle();
-  let clock = 1_000_000;
-  const h = await harness(t, [], { root: first.root, now: () => clock, settlePeriodMs: 30_000 });
+  const clock = fakeClock(1_000_000);
+  const h = await harness(t, [], { root: first.root, clock, settlePeriodMs: 30_000 });
   h.setReady(true);
   await h.settle();
   assert.ok(h.vm.teardownHold());
-  clock += 31_000;
+  await clock.advance(31_000);
   await h.settle();
   assert.equal(h.vm.teardownHold(), undefined);
   assert.equal(h.vm.asw.get('a/db'), undefined, 'torn down');
-  clock += 3_000; // the next housekeeping removes the pod directory
+  await clock.advance(3_000); // the next housekeeping removes the pod directory
   await h.settle();
   assert.ok(!existsSync(join(first.root, 'pods/a')), 'and its directory removed');
 });

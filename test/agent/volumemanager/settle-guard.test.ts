@@ -11,6 +11,7 @@ import { pino } from 'pino';
 import { ApiPodSource } from '../../../src/agent/pods/api-source.ts';
 import { createStaticPodSource } from '../../../src/agent/pods/static-source.ts';
 import type { PodSource } from '../../../src/agent/pods/types.ts';
+import { fakeClock } from '../../helpers/fake-clock.ts';
 import { tempDir } from '../../helpers/mountns.ts';
 import { at } from '../../helpers/must.ts';
 import { kubeEnv } from '../../volumehost/kube/env.ts';
@@ -25,13 +26,13 @@ async function restart(t: TestContext, adopted: V1Pod[], desired: V1Pod[]) {
   first.setReady(true);
   // settle() runs a few passes; the pool mounts a few volumes per pass.
   while (first.vm.asw.all().length < adopted.length) await first.settle();
-  let clock = 1_000_000;
-  const h = await harness(t, desired, { root: first.root, now: () => clock, settlePeriodMs: 30_000 });
+  const clock = fakeClock(1_000_000);
+  const h = await harness(t, desired, { root: first.root, clock, settlePeriodMs: 30_000 });
   assert.equal(h.vm.asw.all().length, adopted.length, 'every volume adopted');
   h.setReady(true);
   await h.settle();
   const mounted = (p: V1Pod) => h.vm.asw.get(`${p.metadata?.uid}/data`) !== undefined;
-  return { ...h, mounted, later: (ms: number) => (clock += ms) };
+  return { ...h, mounted, later: (ms: number) => clock.advance(ms) };
 }
 
 /** The pods a source delivers once it has synced. */
@@ -130,7 +131,7 @@ describe('settle guard: a source that looks broken is held', () => {
     const old = pods('old-', 4);
     const h = await restart(t, old, []);
     assertHeld(h, old);
-    h.later(10_000);
+    await h.later(10_000);
     const back = [at(old, 0), ...pods('new-', 3)];
     h.setPods(back);
     await h.settle();

@@ -12,29 +12,42 @@ import { createVolumeHost } from '../../../src/volumehost/host.ts';
 import { VolumePluginMgr } from '../../../src/volumehost/plugin-manager.ts';
 
 import { waitFor } from '../../helpers/daemon.ts';
+import { fakeClock } from '../../helpers/fake-clock.ts';
 import { at } from '../../helpers/must.ts';
 import { harness, pod } from './harness.ts';
 
 test('a running manager acts on a change at once, and removes a pod directory with its last volume', async (t) => {
-  // The loop's tick and the housekeeping period are an hour away: only the changes themselves can act.
-  const hour = 3_600_000;
-  const h = await harness(t, [], { loopPeriodMs: hour, housekeepingPeriodMs: hour });
+  // The manager's clock never moves: no loop tick and no housekeeping period comes, only the changes themselves can act.
+  const h = await harness(t, [], { clock: fakeClock() });
   h.setReady(true);
   await h.vm.start();
   t.after(() => h.vm.stop());
   h.setPods([pod('a', [{ name: 'scratch', emptyDir: {} }])]);
-  await waitFor('the volume set up', () => h.vm.asw.get('a/scratch')?.state === 'mounted', 60_000);
+  await waitFor('the volume set up', () => h.vm.asw.get('a/scratch')?.state === 'mounted');
   h.setPods([]);
-  await waitFor(
-    'the pod directory removed',
-    () =>
-      stat(join(h.root, 'pods/a')).then(
-        () => false,
-        () => true,
-      ),
-    60_000,
+  await waitFor('the pod directory removed', () =>
+    stat(join(h.root, 'pods/a')).then(
+      () => false,
+      () => true,
+    ),
   );
   assert.deepEqual(h.vm.status(), []);
+});
+
+test("the loop ticks on the manager's clock: a pass at each loop period, none before", async (t) => {
+  const clock = fakeClock();
+  const h = await harness(t, [pod('a', [{ name: 'scratch', emptyDir: {} }])], { clock, loopPeriodMs: 1000 });
+  h.setReady(true);
+  await h.vm.start();
+  t.after(() => h.vm.stop());
+  await clock.advance(999);
+  assert.equal(h.vm.executor.isPending('a/scratch'), false, 'no pass before the period');
+  assert.equal(h.vm.asw.get('a/scratch'), undefined);
+  await clock.advance(1);
+  await waitFor('the volume set up by the tick', () => h.vm.asw.get('a/scratch')?.state === 'mounted');
+  // stop() cancels the next tick on the clock.
+  await h.vm.stop();
+  assert.equal(clock.pending(), 0, 'no timer left after stop()');
 });
 
 test('volumes are set up before the sources sync, but nothing is torn down until they have', async (t) => {

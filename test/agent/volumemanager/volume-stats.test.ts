@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { fakeClock } from '../../helpers/fake-clock.ts';
 import { at } from '../../helpers/must.ts';
 import { harness, pod as podOf } from './harness.ts';
 
@@ -14,8 +15,8 @@ const pod = podOf('stats-1', [
 ]);
 
 test('emptyDir usage and sizeLimit in /status; exceeding it is a Warning Event and SizeLimitExceeded', async (t) => {
-  let clock = 1_000_000;
-  const { root, vm, events, setReady, settle } = await harness(t, [pod], { now: () => clock });
+  const clock = fakeClock(1_000_000);
+  const { root, vm, events, setReady, settle } = await harness(t, [pod], { clock });
   setReady(true);
   await settle();
   const volume = (name: string) => at(vm.status(), 0).volumes.find((v) => v.name === name);
@@ -27,10 +28,10 @@ test('emptyDir usage and sizeLimit in /status; exceeding it is a Warning Event a
   const dir = join(root, 'pods/stats-1/volumes/kubernetes.io~empty-dir/small');
   await writeFile(join(dir, 'big'), Buffer.alloc(64 * 1024, 1));
   // Within the period nothing is measured again: large trees are not walked more often than kubelet's 1 min.
-  clock += 30_000;
+  await clock.advance(30_000);
   await settle();
   assert.equal(volume('small')?.reason, '');
-  clock += 30_000;
+  await clock.advance(30_000);
   await settle();
   const small = volume('small');
   assert.ok((small?.usedBytes ?? 0) >= 64 * 1024, JSON.stringify(small));
@@ -42,16 +43,16 @@ test('emptyDir usage and sizeLimit in /status; exceeding it is a Warning Event a
     [['Warning', 'SizeLimitExceeded', 'Usage of EmptyDir volume "small" exceeds the limit "16Ki".']],
   );
   // Still over at the next measurement: one Event per crossing, not one per minute.
-  clock += 60_000;
+  await clock.advance(60_000);
   await settle();
   assert.equal(events.length, 1);
   assert.equal(volume('free')?.reason, '');
 });
 
 test('--volume-stats-agg-period 0 disables the measurement: no usage, no SizeLimitExceeded', async (t) => {
-  let clock = 1_000_000;
+  const clock = fakeClock(1_000_000);
   const { root, vm, setReady, settle } = await harness(t, [pod], {
-    now: () => clock,
+    clock,
     volumeStatsPeriodMs: 0,
   });
   setReady(true);
@@ -59,7 +60,7 @@ test('--volume-stats-agg-period 0 disables the measurement: no usage, no SizeLim
   for (let round = 0; round < 3; round++) {
     await settle();
     if (round === 0) await writeFile(join(dir, 'big'), Buffer.alloc(64 * 1024, 1));
-    clock += 120_000;
+    await clock.advance(120_000);
   }
   const small = at(vm.status(), 0).volumes.find((v) => v.name === 'small');
   assert.equal(small?.state, 'mounted');
@@ -68,8 +69,8 @@ test('--volume-stats-agg-period 0 disables the measurement: no usage, no SizeLim
 });
 
 test('a mount table that cannot be read leaves usage unmeasured until it can, and rejects nothing', async (t) => {
-  let clock = 1_000_000;
-  const { vm, mounter, setReady, settle } = await harness(t, [pod], { now: () => clock });
+  const clock = fakeClock(1_000_000);
+  const { vm, mounter, setReady, settle } = await harness(t, [pod], { clock });
   const list = mounter.list.bind(mounter);
   let reads = 0;
   let failing = false;
@@ -88,7 +89,7 @@ test('a mount table that cannot be read leaves usage unmeasured until it can, an
   assert.equal(volume('small')?.usedBytes, undefined, 'not measured while the table cannot be read');
   failing = false;
   reads = 0;
-  clock += 60_000;
+  await clock.advance(60_000);
   await settle();
   assert.equal(typeof volume('small')?.usedBytes, 'number');
   assert.equal(typeof volume('free')?.usedBytes, 'number');
@@ -96,15 +97,15 @@ test('a mount table that cannot be read leaves usage unmeasured until it can, an
 });
 
 test("the metrics' samples: each mounted emptyDir's last measurement under its pod's name, the limit in bytes, gone with the pod", async (t) => {
-  let clock = 1_000_000;
-  const { root, vm, setPods, setReady, settle } = await harness(t, [pod], { now: () => clock });
+  const clock = fakeClock(1_000_000);
+  const { root, vm, setPods, setReady, settle } = await harness(t, [pod], { clock });
   setReady(true);
   await settle();
   await writeFile(
     join(root, 'pods/stats-1/volumes/kubernetes.io~empty-dir/small', 'big'),
     Buffer.alloc(64 * 1024, 1),
   );
-  clock += 60_000;
+  await clock.advance(60_000);
   await settle();
   const samples = vm.stats.samples().sort((a, b) => a.volume.localeCompare(b.volume));
   assert.deepEqual(
