@@ -66,3 +66,13 @@ export interface VolumeManagerContext {
   /** kubelet's subpather.CleanSubPaths: a volume's subPath bind mounts go before the volume. */
   cleanSubPaths?: (podUID: string, innerName: string) => Promise<void>;
 }
+
+/**
+ * Whether a pod still has volumes: one in the actual state, or an operation
+ * running for one (a SetUp still running records its result in the actual
+ * state only when it ends, so the state alone would call the pod done too
+ * early). The daemon's "pod in use" and orphan cleanup ask this one question.
+ */
+export function podHasVolumes(ctx: Pick<VolumeManagerContext, 'asw' | 'executor'>, uid: string): boolean {
+  return ctx.asw.hasPod(uid) || ctx.executor.anyPending(`${uid}/`);
+}

@@ -13,7 +13,7 @@ import type { ClaimLookup } from '../../volumehost/kube/claims.ts';
 import type { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import { ActualStateOfWorld, type MountedVolume } from './actual-state.ts';
-import type { VolumeManagerContext, VolumeManagerMetrics } from './context.ts';
+import { podHasVolumes, type VolumeManagerContext, type VolumeManagerMetrics } from './context.ts';
 import { DesiredStateOfWorld } from './desired-state.ts';
 import { freshRead } from './fresh-read.ts';
 import { defaultMaxConcurrentOperations, type Operation, OperationExecutor } from './operation-executor.ts';
@@ -250,7 +250,7 @@ export class VolumeManager {
 
   /** Whether the pod has a volume in the actual state or an operation running for one. */
   podHasVolumes(uid: string): boolean {
-    return this.asw.hasPod(uid) || this.executor.anyPending(`${uid}/`);
+    return podHasVolumes(this.#ctx, uid);
   }
 
   isAlive(): boolean {
