@@ -20,6 +20,12 @@ import type { Terminating } from './status.ts';
  */
 export const VOLUME_STATS_PERIOD_MS = 60_000;
 
+/** kubelet's --sync-frequency default: how often remount-requiring volumes are re-rendered. */
+export const SYNC_FREQUENCY_MS = 60_000;
+
+/** --teardown-settle-period's default: how long a suspicious first-sync teardown is held (settle-guard.ts). */
+export const TEARDOWN_SETTLE_PERIOD_MS = 30_000;
+
 /**
  * The operation_name of storage_operation_duration_seconds and the operation
  * of podvol_operation_errors_total. kubelet's names, and volume_refresh:
