@@ -19,6 +19,7 @@ import { errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import { registrationCallTimeoutMs, registrationDialTimeoutMs } from '../plugins/csi/grpc-status.ts';
 import type { PluginHandler } from '../plugins/csi/registration.ts';
+import { rerunWhileAsked } from './rerun.ts';
 
 export interface PluginWatcherOptions {
   dir: string;
@@ -64,8 +65,18 @@ export class PluginWatcher {
   #timer: NodeJS.Timeout | undefined;
   #timerAt = 0;
   #stopped = false;
-  #scanning: Promise<void> | undefined;
-  #again = false;
+  /** A socket that appears while a scan runs gets a scan of its own after it. */
+  readonly #scans = rerunWhileAsked(
+    async () => {
+      try {
+        await this.scanOnce();
+      } catch (err) {
+        // scanOnce handles expected failures itself; this keeps the loop alive on a bug.
+        this.#o.logger.error({ err: errorMessage(err) }, 'plugin watcher scan failed');
+      }
+    },
+    { stopped: () => this.#stopped, idle: () => this.#schedule() },
+  );
 
   constructor(o: PluginWatcherOptions) {
     this.#o = { periodMs: 10_000, dialTimeoutMs: registrationDialTimeoutMs, ...o };
@@ -82,30 +93,12 @@ export class PluginWatcher {
     clearTimeout(this.#timer);
     for (const w of this.#watchers.values()) w.close();
     this.#watchers.clear();
-    await this.#scanning;
+    await this.#scans.running();
   }
 
   /** Scans now, or right after the running scan when one is running. */
   #run(): Promise<void> {
-    if (this.#scanning) {
-      this.#again = true;
-      return this.#scanning;
-    }
-    this.#scanning = (async () => {
-      do {
-        this.#again = false;
-        try {
-          await this.scanOnce();
-        } catch (err) {
-          // scanOnce handles expected failures itself; this keeps the loop alive on a bug.
-          this.#o.logger.error({ err: errorMessage(err) }, 'plugin watcher scan failed');
-        }
-      } while (this.#again && !this.#stopped);
-    })().finally(() => {
-      this.#scanning = undefined;
-      this.#schedule();
-    });
-    return this.#scanning;
+    return this.#scans.run();
   }
 
   /** The next scan: after `delay`, or the safety-net period, or when a failed socket's backoff ends. */

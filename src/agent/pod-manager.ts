@@ -3,10 +3,12 @@
 // (kubernetes.io/config.source and kubernetes.io/config.seen), which the
 // downward API renders like any other annotation.
 import type { V1Pod } from '@kubernetes/client-node';
-import type { PodSource, SourceError } from './pods/types.ts';
-
-export const configSourceAnnotation = 'kubernetes.io/config.source';
-export const configSeenAnnotation = 'kubernetes.io/config.seen';
+import {
+  CONFIG_SEEN_ANNOTATION,
+  CONFIG_SOURCE_ANNOTATION,
+  type PodSource,
+  type SourceError,
+} from './pods/types.ts';
 
 export interface PodManager {
   pods(): V1Pod[];
@@ -35,8 +37,8 @@ export function createPodManager(sources: PodSource[], now: () => Date = () => n
       firstSeen.set(uid, seen);
     }
     const annotations = { ...(pod.metadata?.annotations ?? {}) };
-    annotations[configSourceAnnotation] ??= source;
-    annotations[configSeenAnnotation] ??= seen;
+    annotations[CONFIG_SOURCE_ANNOTATION] ??= source;
+    annotations[CONFIG_SEEN_ANNOTATION] ??= seen;
     const copy = { ...pod, metadata: { ...pod.metadata, annotations } };
     annotated.set(pod, copy);
     return copy;

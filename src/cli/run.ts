@@ -11,10 +11,15 @@ import { claimRootDir, RootDirError } from '../agent/root-dir.ts';
 import { lockRootDir, RootDirLockedError } from '../agent/root-lock.ts';
 import { resolveGroup } from '../agent/runtime/group.ts';
 import { StartAborted, StartFailed } from '../agent/start-up.ts';
-import { VOLUME_STATS_PERIOD_MS } from '../agent/volumemanager/context.ts';
+import {
+  SYNC_FREQUENCY_MS,
+  TEARDOWN_SETTLE_PERIOD_MS,
+  VOLUME_STATS_PERIOD_MS,
+} from '../agent/volumemanager/context.ts';
 import { errorMessage } from '../errno.ts';
 import { WAIT_FOR_ATTACH_TIMEOUT_MS } from '../plugins/csi/timeouts.ts';
 import { version } from '../version.ts';
+import { DEFAULT_HOST_ROOT } from '../volumehost/hostroot.ts';
 import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
 import { EXIT_FAILURE, helpNotes, setExitCode, usageError } from './command.ts';
 import { applyConfigFile, configOption } from './config-file.ts';
@@ -239,7 +244,7 @@ export function runCommand(program: Command): void {
         'how often configMap, secret, token and downwardAPI files are re-rendered (e.g. 1m0s, 90s)',
       )
         .env('PODVOL_SYNC_FREQUENCY')
-        .default(60_000, formatDuration(60_000))
+        .default(SYNC_FREQUENCY_MS, formatDuration(SYNC_FREQUENCY_MS))
         .argParser(durationArg('--sync-frequency')),
     )
     .addOption(
@@ -266,7 +271,7 @@ export function runCommand(program: Command): void {
         "where the host's / is (a container mounts it, e.g. /host): every hostPath is resolved under it",
       )
         .env('PODVOL_HOST_ROOT')
-        .default('/')
+        .default(DEFAULT_HOST_ROOT)
         .argParser((v: string) => {
           if (!v.startsWith('/')) throw new InvalidArgumentError(`must be an absolute path, got "${v}"`);
           return v.length > 1 ? v.replace(/\/+$/, '') : v;
@@ -278,7 +283,7 @@ export function runCommand(program: Command): void {
         'how long a first sync that would tear down most volumes adopted at start while the pod sources deliver few pods is held before it is checked again (0s: no hold)',
       )
         .env('PODVOL_TEARDOWN_SETTLE_PERIOD')
-        .default(30_000, formatDuration(30_000))
+        .default(TEARDOWN_SETTLE_PERIOD_MS, formatDuration(TEARDOWN_SETTLE_PERIOD_MS))
         .argParser(durationArg('--teardown-settle-period', 0)),
     )
     .addOption(

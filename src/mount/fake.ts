@@ -3,9 +3,8 @@
 // told to fail for a given target. By default it also touches the real file
 // system the way the real mounter does (existence checks, removing the
 // directory in cleanupMountPoint), so plugin tests can use temp directories.
-import { lstat, realpath, rmdir, unlink } from 'node:fs/promises';
+import { lstat, realpath } from 'node:fs/promises';
 import { posix, resolve } from 'node:path';
-import { errnoCode } from '../errno.ts';
 import { isCorruptedMountError, isNotExistError, mountPointMissing } from './errors.ts';
 import { isMountPointIn, mountContaining, mountPointMatches, searchMountRefs } from './mountinfo.ts';
 import { validateMountRequest } from './options.ts';
@@ -28,7 +27,6 @@ export type FakeCall =
   | { method: 'unmount'; target: string }
   | { method: 'unmountWithForce'; target: string; timeoutMs: number }
   | { method: 'isLikelyNotMountPoint' | 'isMountPoint' | 'getMountRefs'; path: string }
-  | { method: 'cleanupMountPoint'; path: string; extensive: boolean }
   | { method: 'list' };
 
 export interface FakeMounterOptions {
@@ -264,31 +262,5 @@ export class FakeMounter implements Interface {
       }
     }
     return mountContaining(this.#mounts, p) ? searchMountRefs(this.#mounts, p) : [];
-  }
-
-  async cleanupMountPoint(path: string, extensive: boolean): Promise<void> {
-    this.calls.push({ method: 'cleanupMountPoint', path, extensive });
-    const injected = this.#injected(path, 'cleanupMountPoint');
-    if (injected && !isCorruptedMountError(injected)) throw injected;
-    if (this.#useFs) {
-      try {
-        await lstat(path);
-      } catch (err) {
-        if (isNotExistError(err)) return;
-        throw err;
-      }
-    }
-    // A corrupted mount (injected errno) is unmounted without asking whether it is one.
-    while (this.#removeTop(path)) {
-      this.calls.push({ method: 'unmount', target: path });
-    }
-    if (!this.#useFs) return;
-    try {
-      await rmdir(path);
-    } catch (err) {
-      const code = errnoCode(err);
-      if (code === 'ENOTDIR') await unlink(path);
-      else if (code !== 'ENOENT') throw err;
-    }
   }
 }

@@ -1,9 +1,8 @@
 // The real mounter: runs mount(8)/umount(8) through the injectable runner and
 // reads /proc/self/mountinfo. Modelled on kubernetes/mount-utils mount_linux.go
 // and mount_helper_common.go.
-import { access, lstat, realpath, rmdir, stat, unlink } from 'node:fs/promises';
+import { access, lstat, realpath, stat } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
-import { errnoCode } from '../errno.ts';
 import { type Logger, silentLogger } from '../logger.ts';
 import {
   isCorruptedMountError,
@@ -33,8 +32,6 @@ export interface MounterFs {
   stat(path: string): Promise<unknown>;
   access(path: string): Promise<void>;
   realpath(path: string): Promise<string>;
-  rmdir(path: string): Promise<void>;
-  unlink(path: string): Promise<void>;
 }
 
 export interface LinuxMounterOptions {
@@ -55,8 +52,6 @@ export interface LinuxMounterOptions {
 const DEFAULT_TIMEOUT_MS = 120_000;
 /** Mount flags of the bind source that the remount must keep (mount-utils bind remount). */
 const INHERITED_BIND_FLAGS = ['ro', 'nodev', 'noexec', 'nosuid', 'noatime', 'relatime', 'nodiratime'];
-/** Stacked mounts on one path are unmounted one by one; this bounds the loop. */
-const MAX_STACKED_UNMOUNTS = 16;
 
 /** Replaces sensitive options, and their bare values, wherever they appear in `text`. */
 export function maskSensitive(text: string, sensitive: readonly string[]): string {
@@ -88,7 +83,7 @@ export class LinuxMounter implements Interface {
     this.#log = opts.logger ?? silentLogger();
     this.#timeoutMs = opts.commandTimeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#mountInfoPath = opts.mountInfoPath ?? PROC_MOUNTINFO;
-    this.#fs = { lstat, stat, access, realpath, rmdir, unlink, ...opts.fs };
+    this.#fs = { lstat, stat, access, realpath, ...opts.fs };
     this.#systemdMode = opts.systemd ?? 'auto';
     this.#systemdRuntimeDir = opts.systemdRuntimeDir;
     this.#targets = opts.targets ?? realTargets;
@@ -395,45 +390,6 @@ export class LinuxMounter implements Interface {
       return [];
     }
     return searchMountRefs(await this.list(), await this.#fs.realpath(path));
-  }
-
-  async cleanupMountPoint(path: string, extensive: boolean): Promise<void> {
-    const state = await pathExists(path, this.#fs);
-    if (!state.exists) {
-      this.#log.debug({ path }, 'cleanup: path does not exist');
-      return;
-    }
-    const notMounted = async () =>
-      extensive ? !(await this.isMountPoint(path)) : await this.isLikelyNotMountPoint(path);
-
-    if (!state.corrupted && (await notMounted())) {
-      this.#log.warn({ path }, 'cleanup: not a mount point, deleting');
-      await this.#remove(path);
-      return;
-    }
-    if (state.corrupted)
-      this.#log.warn({ path, err: String(state.error) }, 'cleanup: corrupted mount, unmounting');
-    for (let i = 0; i < MAX_STACKED_UNMOUNTS; i++) {
-      await this.unmount(path);
-      if (await notMounted()) {
-        this.#log.info({ path }, 'cleanup: unmounted, deleting the directory');
-        await this.#remove(path);
-        return;
-      }
-    }
-    throw new Error(
-      `failed to cleanup mount point ${path}: still mounted after ${MAX_STACKED_UNMOUNTS} unmounts`,
-    );
-  }
-
-  /** os.Remove: the directory, or the file a file bind mount was on. */
-  async #remove(path: string): Promise<void> {
-    try {
-      await this.#fs.rmdir(path);
-    } catch (err) {
-      if (errnoCode(err) !== 'ENOTDIR') throw err;
-      await this.#fs.unlink(path);
-    }
   }
 }
 

@@ -68,9 +68,4 @@ export interface Interface {
   list(): Promise<MountInfo[]>;
   /** Other mount points of the same filesystem root as `path` (bind mounts of it). */
   getMountRefs(path: string): Promise<string[]>;
-  /**
-   * Unmount `path` if it is mounted (or corrupted), then remove the directory.
-   * `extensive` uses isMountPoint instead of isLikelyNotMountPoint.
-   */
-  cleanupMountPoint(path: string, extensive: boolean): Promise<void>;
 }

@@ -1,19 +1,10 @@
 // kubernetes.io/downward-api: pod fields and resources as files on a tmpfs
 // wrapper. RequiresRemount is true so label/annotation changes are rewritten.
-import type { V1Pod } from '@kubernetes/client-node';
-import type { VolumeHost } from '../volumehost/types.ts';
 import { VolumeError, type VolumePlugin } from '../volumehost/volume.ts';
 import { collectDownwardAPIData } from './util/fieldpath.ts';
 import { wrappedVolumePlugin } from './wrapped-volume.ts';
 
 export const downwardAPIPluginName = 'kubernetes.io/downward-api';
-
-/** status.hostIP "where known": the pod's own, else this node's. */
-export function withHostIP(pod: V1Pod, host: VolumeHost): V1Pod {
-  if (pod.status?.hostIP) return pod;
-  const hostIP = host.getHostIP();
-  return hostIP ? { ...pod, status: { ...pod.status, hostIP } } : pod;
-}
 
 export function downwardAPIPlugin(): VolumePlugin {
   return wrappedVolumePlugin({
@@ -24,9 +15,10 @@ export function downwardAPIPlugin(): VolumePlugin {
       const source = spec.volume?.downwardAPI ?? {};
       const { payload, errors } = collectDownwardAPIData(
         source.items ?? [],
-        withHostIP(pod, host),
+        pod,
         host.getNodeAllocatable(),
         source.defaultMode ?? 0o644,
+        host.getHostIP(),
       );
       if (errors.length > 0) throw new VolumeError('DownwardAPIFieldError', errors.join(', '));
       return payload;

@@ -10,6 +10,7 @@
 import { dirname } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { errnoCode, errorMessage } from '../errno.ts';
+import { cleanupMountPoint } from '../mount/cleanup.ts';
 import { resolveInRoot } from '../volumehost/hostroot.ts';
 import { escapeQualifiedName, hasBacksteps } from '../volumehost/paths.ts';
 import { relativeBeneath } from '../volumehost/safe-fs.ts';
@@ -129,7 +130,7 @@ export function localVolumePlugin(): VolumePlugin {
         await mounter.mount(source, dir, '', mountOptions, { withoutSystemd: true });
       } catch (err) {
         // kubelet: undo a half-done mount and remove the directory, so the next try starts clean.
-        await mounter.cleanupMountPoint(dir, true).catch(() => {});
+        await cleanupMountPoint(dir, mounter, true, { fs: fs.ops }).catch(() => {});
         throw err;
       }
       if (!this.#spec.readOnly && refs.length === 0 && args.fsGroup !== undefined) {
@@ -168,7 +169,7 @@ export function localVolumePlugin(): VolumePlugin {
     }
     async tearDownAt(dir: string): Promise<void> {
       // The bind mount only: the local directory itself is never touched.
-      await host.getMounter().cleanupMountPoint(dir, true);
+      await cleanupMountPoint(dir, host.getMounter(), true, { fs: host.getFs().ops });
     }
   }
 

@@ -6,7 +6,6 @@ import { errorMessage } from '../errno.ts';
 import { ApiError } from '../volumehost/errors.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
 import { type MounterArgs, reasonOf, VolumeError, type VolumePlugin } from '../volumehost/volume.ts';
-import { withHostIP } from './downwardapi.ts';
 import { configMapFiles, requireMode, secretFiles } from './payload.ts';
 import type { FileProjection } from './util/atomic-writer.ts';
 import { collectDownwardAPIData } from './util/fieldpath.ts';
@@ -44,9 +43,10 @@ export async function collectProjectedData(
       } else if (s.downwardAPI) {
         const r = collectDownwardAPIData(
           s.downwardAPI.items ?? [],
-          withHostIP(pod, host),
+          pod,
           host.getNodeAllocatable(),
           defaultMode,
+          host.getHostIP(),
         );
         if (r.errors.length > 0) throw new VolumeError('DownwardAPIFieldError', r.errors.join(', '));
         merge(r.payload);

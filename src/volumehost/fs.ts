@@ -52,6 +52,8 @@ export interface FsOps {
   mountIdOf(fd: number): Promise<number>;
   lstat(path: string): Promise<FsStats>;
   stat(path: string): Promise<FsStats>;
+  /** access(2) F_OK: after a stat's ENOENT, tells a stale handle from a missing path (mount-utils PathExists). */
+  access(path: string): Promise<void>;
   /** statfs(2) f_type: which filesystem holds `path`. */
   statfsType(path: string): Promise<number>;
   readdir(path: string): Promise<string[]>;
@@ -141,6 +143,7 @@ function hostOps(beneath: OpenBeneath | undefined): Readonly<FsOps> {
     mountIdOf: async (fd) => mountIdOf(fd),
     lstat: (path) => fsp.lstat(path),
     stat: (path) => fsp.stat(path),
+    access: (path) => fsp.access(path),
     statfsType: async (path) => (await fsp.statfs(path)).type,
     readdir: (path) => fsp.readdir(path),
     readdirSome,

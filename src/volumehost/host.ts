@@ -9,6 +9,7 @@ import { StatProbe } from '../mount/deadline-stat.ts';
 import type * as mount from '../mount/types.ts';
 import { ApiError } from './errors.ts';
 import { type FsOps, nodeFsOps } from './fs.ts';
+import { DEFAULT_HOST_ROOT } from './hostroot.ts';
 import { createStandaloneTokenManager, createStandaloneTrustBundleManager } from './kube/standalone.ts';
 import * as paths from './paths.ts';
 import type { VolumePluginMgr } from './plugin-manager.ts';
@@ -128,7 +129,7 @@ export function createVolumeHost(opts: VolumeHostOptions): VolumeHost {
     getMounter: () => opts.mounter,
     getFs: () => fs,
     getStatProbe: () => statProbe,
-    getHostRoot: () => opts.hostRoot ?? '/',
+    getHostRoot: () => opts.hostRoot ?? DEFAULT_HOST_ROOT,
     getHostIP: () => (cluster.node ? cluster.node()?.hostIP : standaloneHostIP()),
     getNodeName: () => opts.nodeName,
     getNodeAllocatable: () => {

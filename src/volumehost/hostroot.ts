@@ -7,6 +7,9 @@
 import { join } from 'node:path';
 import { type FsOps, nodeFsOps } from './fs.ts';
 
+/** --host-root's default: podvol runs on the host, whose / is its own. */
+export const DEFAULT_HOST_ROOT = '/';
+
 const MAX_SYMLINKS = 40; // Linux's MAXSYMLINKS
 
 /**

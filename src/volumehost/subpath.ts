@@ -12,6 +12,7 @@ import { lstat, mkdir, open, realpath, stat, writeFile } from 'node:fs/promises'
 import { join, relative, sep } from 'node:path';
 import { errnoCode, errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
+import { cleanupMountPoint } from '../mount/cleanup.ts';
 import type * as mount from '../mount/types.ts';
 import { podDir } from './paths.ts';
 import {
@@ -182,7 +183,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
 
   /** A subpath target left by a failed bind: unmounted if mounted, then removed (path-based, podvol's own new entry). */
   async function cleanOne(containerDir: string, entry: string): Promise<void> {
-    await o.mounter.cleanupMountPoint(join(containerDir, entry), true);
+    await cleanupMountPoint(join(containerDir, entry), o.mounter, true, { logger: log });
   }
 
   /**

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, type TestContext, test } from 'node:test';
 import pino from 'pino';
+import { cleanupMountPoint } from '../../src/mount/cleanup.ts';
 import { MountError } from '../../src/mount/errors.ts';
 import type { RunRequest, RunResult } from '../../src/mount/exec.ts';
 import { createLinuxMounter, type LinuxMounterOptions, maskSensitive } from '../../src/mount/linux.ts';
@@ -132,15 +133,18 @@ describe('corrupted mounts (simulated ENOTCONN from stat)', () => {
     const m = mounterWith({
       runner,
       mountInfoPath: await mountinfoFile(t, true),
+      fs: { lstat: async () => ({ dev: 1, isSymbolicLink: () => false }) },
+    });
+    await cleanupMountPoint(TARGET, m, false, {
       fs: {
         stat: async () => Promise.reject(enotconn()),
-        lstat: async () => ({ dev: 1, isSymbolicLink: () => false }),
+        access: async () => {},
         rmdir: async (p) => {
           removed.push(p);
         },
+        unlink: async () => assert.fail('a directory is removed with rmdir'),
       },
     });
-    await m.cleanupMountPoint(TARGET, false);
     assert.deepEqual(
       calls.map((c) => [c.file, ...c.args]),
       [['umount', '--no-canonicalize', TARGET]],

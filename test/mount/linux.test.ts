@@ -7,6 +7,7 @@ import { syncBuiltinESMExports } from 'node:module';
 import { join } from 'node:path';
 import { describe, mock, type TestContext } from 'node:test';
 import { errnoCode } from '../../src/errno.ts';
+import { cleanupMountPoint } from '../../src/mount/cleanup.ts';
 import { isCorruptedMountError, MountError, MountOptionError } from '../../src/mount/errors.ts';
 import { createExecaRunner, recordingRunner } from '../../src/mount/exec.ts';
 import { createLinuxMounter } from '../../src/mount/linux.ts';
@@ -23,7 +24,7 @@ function setup() {
     lines.push(`${level} ${msg ?? ''} ${JSON.stringify(obj)}`),
   );
   const mounter = createLinuxMounter({ runner, logger, commandTimeoutMs: 10_000 });
-  return { runner, mounter, lines };
+  return { runner, mounter, lines, logger };
 }
 
 async function dirIn(parent: string, name: string): Promise<string> {
@@ -243,11 +244,11 @@ describe('LinuxMounter on real mounts', () => {
   mountTest('cleanupMountPoint removes a plain directory without running umount', async (t) => {
     const { mounter, runner } = setup();
     const dir = await dirIn(await scratchDir(t), 'plain');
-    await mounter.cleanupMountPoint(dir, false);
+    await cleanupMountPoint(dir, mounter, false);
     assert.equal((await pathExists(dir)).exists, false);
     assert.equal(runner.calls.length, 0);
     // Nothing there any more: still fine.
-    await mounter.cleanupMountPoint(dir, true);
+    await cleanupMountPoint(dir, mounter, true);
   });
 
   mountTest('cleanupMountPoint unmounts and removes a mount point, stacked mounts included', async (t) => {
@@ -256,7 +257,7 @@ describe('LinuxMounter on real mounts', () => {
     const dir = await dirIn(root, 'mnt');
     await mounter.mount('tmpfs', dir, 'tmpfs', ['size=1m']);
     await mounter.mount('tmpfs', dir, 'tmpfs', ['size=2m']);
-    await mounter.cleanupMountPoint(dir, false);
+    await cleanupMountPoint(dir, mounter, false);
     assert.equal(entryAt(dir), undefined);
     assert.equal((await pathExists(dir)).exists, false);
   });
@@ -272,7 +273,7 @@ describe('LinuxMounter on real mounts', () => {
       // Same device on both sides: the device-number check cannot see this mount.
       assert.equal(await mounter.isLikelyNotMountPoint(dst), true);
       assert.equal(await mounter.isMountPoint(dst), true);
-      await mounter.cleanupMountPoint(dst, true);
+      await cleanupMountPoint(dst, mounter, true);
       assert.equal(entryAt(dst), undefined);
       assert.equal((await pathExists(dst)).exists, false);
     },
@@ -286,14 +287,14 @@ describe('LinuxMounter on real mounts', () => {
     await writeFile(src, 'secret');
     await writeFile(dst, '');
     await mounter.mount(src, dst, '', ['bind', 'ro']);
-    await mounter.cleanupMountPoint(dst, true);
+    await cleanupMountPoint(dst, mounter, true);
     assert.equal((await pathExists(dst)).exists, false);
     assert.equal((await pathExists(src)).exists, true);
   });
 
   mountTest('cleanupMountPoint on a corrupted mount (FUSE whose daemon went away)', async (t) => {
     if (!fuseAvailable()) return t.skip('/dev/fuse is not usable');
-    const { mounter, lines } = setup();
+    const { mounter, lines, logger } = setup();
     const dir = await dirIn(await scratchDir(t), 'dead');
     // Real: closing /dev/fuse aborts the connection; from then on stat fails with ENOTCONN.
     mountDaemonlessFuse(t, dir).kill();
@@ -305,7 +306,7 @@ describe('LinuxMounter on real mounts', () => {
     assert.equal(await mounter.isMountPoint(dir), true);
     assert.deepEqual(await mounter.getMountRefs(dir), []);
 
-    await mounter.cleanupMountPoint(dir, true);
+    await cleanupMountPoint(dir, mounter, true, { logger });
     assert.equal(entryAt(dir), undefined);
     assert.equal((await pathExists(dir)).exists, false);
     assert.ok(lines.some((l) => l.includes('corrupted mount, unmounting')));

@@ -380,6 +380,9 @@ export function createPlanFs(o: PlanFsOptions): PlanFs {
     },
     lstat: async (path) => statOf(existing(path, false, 'lstat')),
     stat: async (path) => statOf(existing(path, true, 'stat')),
+    async access(path) {
+      existing(path, true, 'access');
+    },
     async statfsType(path) {
       const m = mountOf(existing(path, true, 'statfs'));
       return MAGIC[m?.fsType ?? ''] ?? EXT4_MAGIC;

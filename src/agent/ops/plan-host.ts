@@ -84,18 +84,6 @@ function recordingMounter(fake: FakeMounter, fs: PlanFs, record: (s: HostStep) =
     isMountPoint: (path) => fake.isMountPoint(path),
     list: () => fake.list(),
     getMountRefs: (path) => fake.getMountRefs(path),
-    // The fake's table is exact, so `extensive` (isMountPoint instead of the likely check) changes nothing.
-    async cleanupMountPoint(path) {
-      try {
-        await fs.lstat(path);
-      } catch {
-        return;
-      }
-      while (fake.isMounted(path)) unmounted(path, await fake.unmount(path));
-      const st = await fs.lstat(path);
-      if (st.isDirectory()) await fs.rmdir(path);
-      else await fs.unlink(path);
-    },
   };
 }
 

@@ -12,7 +12,7 @@ import { tooManyVolumes, validatePodVolumes } from '../../plugins/validation.ts'
 import type { SourceReason } from '../../reasons.ts';
 import { canonicalJSON } from '../canonical-json.ts';
 import { defaultPod, defaultPodDocument, podFromDocument } from './defaults.ts';
-import type { SourceError } from './types.ts';
+import { CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION, type SourceError } from './types.ts';
 
 /** kubelet's maxConfigLength for a manifest file. */
 export const MAX_MANIFEST_BYTES = 10 * 1024 * 1024;
@@ -39,9 +39,6 @@ export const MAX_NESTING_DEPTH = 64;
  * pods; 10,000 cost 0.16-0.26 s empty, 4-5.7 s broken and 14-16 s as YAML pods.
  */
 export const MAX_DOCUMENTS = 1000;
-
-export const CONFIG_SOURCE_ANNOTATION = 'kubernetes.io/config.source';
-export const CONFIG_HASH_ANNOTATION = 'kubernetes.io/config.hash';
 
 export interface ParsedManifest {
   pods: V1Pod[];

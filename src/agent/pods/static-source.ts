@@ -18,6 +18,7 @@ import { type Clock, systemClock, type Timer } from '../../clock.ts';
 import { errnoCode, errorMessage } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import type { SourceReason } from '../../reasons.ts';
+import { rerunWhileAsked } from '../rerun.ts';
 import { MAX_MANIFEST_BYTES, type ParsedManifest, parseManifestFile } from './manifest.ts';
 import type { PodSource, SourceError } from './types.ts';
 
@@ -147,8 +148,6 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
   let base = dir;
   let debounceTimer: Timer | undefined;
   let resyncTimer: Timer | undefined;
-  let running: Promise<void> | undefined;
-  let again = false;
   /** Why the last scan could not read the manifest path, while it cannot (for /readyz). */
   let problem: string | undefined;
 
@@ -195,32 +194,25 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
     );
   }
 
-  function rescan(): Promise<void> {
-    if (running) {
-      again = true;
-      return running;
-    }
-    running = (async () => {
-      do {
-        again = false;
-        try {
-          await scanOnce();
-        } catch (err) {
-          // scanOnce handles expected failures itself; this is a bug guard so the loop never dies,
-          // and the failure is shown (once in the log, in /status and /readyz) with the pods kept.
-          const message = `scanning the manifest path failed: ${errText(err)}`;
-          if (message !== problem)
-            log.error({ err: errText(err) }, 'unexpected failure while scanning static pod manifests');
-          problem = message;
-          const others = snapshot.errors.filter((e) => e.reason !== 'ScanFailed');
-          publish(snapshot.pods, [{ source: 'file', file: dir, reason: 'ScanFailed', message }, ...others]);
-        }
-      } while (again && !stopped);
-    })().finally(() => {
-      running = undefined;
-    });
-    return running;
-  }
+  // A change seen while a scan runs gets a scan of its own after it.
+  const rescans = rerunWhileAsked(
+    async () => {
+      try {
+        await scanOnce();
+      } catch (err) {
+        // scanOnce handles expected failures itself; this is a bug guard so the loop never dies,
+        // and the failure is shown (once in the log, in /status and /readyz) with the pods kept.
+        const message = `scanning the manifest path failed: ${errText(err)}`;
+        if (message !== problem)
+          log.error({ err: errText(err) }, 'unexpected failure while scanning static pod manifests');
+        problem = message;
+        const others = snapshot.errors.filter((e) => e.reason !== 'ScanFailed');
+        publish(snapshot.pods, [{ source: 'file', file: dir, reason: 'ScanFailed', message }, ...others]);
+      }
+    },
+    { stopped: () => stopped },
+  );
+  const rescan = () => rescans.run();
 
   async function readDir(): Promise<
     { base: string; names: string[]; ino?: bigint; single?: boolean } | { error: SourceError }
@@ -496,7 +488,7 @@ export function createStaticPodSource(opts: StaticPodSourceOptions): PodSource {
       resyncTimer?.cancel();
       resyncTimer = undefined;
       closeWatcher();
-      await running;
+      await rescans.running();
     },
     hasSynced: () => synced,
     problem: () => problem,

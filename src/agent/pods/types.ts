@@ -4,6 +4,16 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { SourceReason } from '../../reasons.ts';
 
+// The annotations kubelet's pod config puts on every pod it sees
+// (pkg/kubelet/types/pod_update.go), named once here for the sources, the pod
+// manager and the runtime.
+/** Which source a pod came from: 'file' for a static pod, 'api' for the API server. */
+export const CONFIG_SOURCE_ANNOTATION = 'kubernetes.io/config.source';
+/** When the pod was first seen (ConfigFirstSeenAnnotationKey). */
+export const CONFIG_SEEN_ANNOTATION = 'kubernetes.io/config.seen';
+/** A static pod's content hash, which is its UID. */
+export const CONFIG_HASH_ANNOTATION = 'kubernetes.io/config.hash';
+
 /** One input that could not be turned into a pod, e.g. an invalid manifest document. */
 export interface SourceError {
   /** The PodSource name that produced it ('file', 'api'). */

@@ -6,7 +6,7 @@
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { ownValue } from '../../own.ts';
 import { isNotFound } from '../../plugins/payload.ts';
-import { extractFieldPathAsString, extractResourceValue } from '../../plugins/util/fieldpath.ts';
+import { extractResourceValue, podFieldSelectorRuntimeValue } from '../../plugins/util/fieldpath.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 
 /**
@@ -117,7 +117,7 @@ export async function containerEnv(
     if (value !== '') {
       value = expand(value, mapping);
     } else if (e.valueFrom?.fieldRef) {
-      value = fieldRuntimeValue(pod, e.valueFrom.fieldRef.fieldPath, host);
+      value = podFieldSelectorRuntimeValue(pod, e.valueFrom.fieldRef.fieldPath, host.getHostIP());
     } else if (e.valueFrom?.resourceFieldRef) {
       const ref = e.valueFrom.resourceFieldRef;
       value = extractResourceValue(
@@ -138,29 +138,4 @@ export async function containerEnv(
     env.set(e.name, value);
   }
   return env;
-}
-
-/** podFieldSelectorRuntimeValue: the env-only fields, then the metadata ones. */
-function fieldRuntimeValue(pod: V1Pod, fieldPath: string, host: VolumeHost): string {
-  const podIPs = (pod.status?.podIPs ?? []).map((p) => p.ip).filter(Boolean);
-  const hostIP = pod.status?.hostIP ?? host.getHostIP();
-  switch (fieldPath) {
-    case 'spec.nodeName':
-      return pod.spec?.nodeName ?? '';
-    case 'spec.serviceAccountName':
-      return pod.spec?.serviceAccountName ?? '';
-    case 'status.hostIP':
-    case 'status.hostIPs': {
-      const ips = (pod.status?.hostIPs ?? []).map((h) => h.ip).filter(Boolean);
-      if (ips.length === 0 && hostIP) ips.push(hostIP);
-      const [first] = ips;
-      if (first === undefined) throw new Error('status.hostIP is not known on this node');
-      return fieldPath === 'status.hostIP' ? first : ips.join(',');
-    }
-    case 'status.podIP':
-      return podIPs[0] ?? pod.status?.podIP ?? '';
-    case 'status.podIPs':
-      return podIPs.join(',');
-  }
-  return extractFieldPathAsString(pod, fieldPath);
 }

@@ -14,6 +14,7 @@ import { errorMessage, fieldOf } from '../../errno.ts';
 import type { Logger } from '../../logger.ts';
 import { podVolumeRecordsDir, podVolumeRecordsRoot } from '../../volumehost/paths.ts';
 import { parseOwnDocument } from '../own-document.ts';
+import { CONFIG_SOURCE_ANNOTATION } from '../pods/types.ts';
 import type { Terminating } from '../volumemanager/status.ts';
 
 export const DEFAULT_TERMINATION_GRACE_SECONDS = 30;
@@ -32,7 +33,7 @@ interface Entry {
   deadline?: number;
 }
 
-const isStatic = (pod: V1Pod) => pod.metadata?.annotations?.['kubernetes.io/config.source'] === 'file';
+const isStatic = (pod: V1Pod) => pod.metadata?.annotations?.[CONFIG_SOURCE_ANNOTATION] === 'file';
 
 const runtimeFile = (root: string, uid: string) => join(podVolumeRecordsDir(root, uid), 'runtime.json');
 

@@ -20,6 +20,12 @@ import type { Terminating } from './status.ts';
  */
 export const VOLUME_STATS_PERIOD_MS = 60_000;
 
+/** kubelet's --sync-frequency default: how often remount-requiring volumes are re-rendered. */
+export const SYNC_FREQUENCY_MS = 60_000;
+
+/** --teardown-settle-period's default: how long a suspicious first-sync teardown is held (settle-guard.ts). */
+export const TEARDOWN_SETTLE_PERIOD_MS = 30_000;
+
 /**
  * The operation_name of storage_operation_duration_seconds and the operation
  * of podvol_operation_errors_total. kubelet's names, and volume_refresh:
@@ -65,4 +71,14 @@ export interface VolumeManagerContext {
   heldPod?: (uid: string) => Terminating | undefined;
   /** kubelet's subpather.CleanSubPaths: a volume's subPath bind mounts go before the volume. */
   cleanSubPaths?: (podUID: string, innerName: string) => Promise<void>;
+}
+
+/**
+ * Whether a pod still has volumes: one in the actual state, or an operation
+ * running for one (a SetUp still running records its result in the actual
+ * state only when it ends, so the state alone would call the pod done too
+ * early). The daemon's "pod in use" and orphan cleanup ask this one question.
+ */
+export function podHasVolumes(ctx: Pick<VolumeManagerContext, 'asw' | 'executor'>, uid: string): boolean {
+  return ctx.asw.hasPod(uid) || ctx.executor.anyPending(`${uid}/`);
 }

@@ -13,7 +13,7 @@ import {
 } from '../../volumehost/paths.ts';
 import { mountPointsBelow, mountPointsIn, relativeBeneath } from '../../volumehost/safe-fs.ts';
 import { reasonOf } from '../../volumehost/volume.ts';
-import type { VolumeManagerContext } from './context.ts';
+import { podHasVolumes, type VolumeManagerContext } from './context.ts';
 import { readdirOrEmpty, reconstructVolume } from './reconstruction.ts';
 import { podOwned } from './records.ts';
 
@@ -47,11 +47,11 @@ export async function cleanupOrphanedPodDirs(
   ctx: VolumeManagerContext,
   housekeepingErrors: Map<string, string>,
 ): Promise<void> {
-  const { rootDir, logger, dsw, asw, executor, mounter } = ctx;
+  const { rootDir, logger, dsw, mounter } = ctx;
   const podDirs = new Set(await readdirOrEmpty(podsDir(rootDir)));
   for (const uid of await readdirOrEmpty(podVolumeRecordsRoot(rootDir))) {
     // Records never hold a mount; once their pod directory is gone they describe nothing.
-    if (!podDirs.has(uid) && !dsw.pod(uid) && !asw.hasPod(uid) && !executor.anyPending(`${uid}/`)) {
+    if (!podDirs.has(uid) && !dsw.pod(uid) && !podHasVolumes(ctx, uid)) {
       await ctx.host
         .getFs()
         .removeAllBeneath(rootDir, relativeBeneath(rootDir, podVolumeRecordsDir(rootDir, uid)));
@@ -59,8 +59,7 @@ export async function cleanupOrphanedPodDirs(
   }
   const orphans: string[] = [];
   for (const uid of await readdirOrEmpty(podsDir(rootDir))) {
-    // A SetUp still running for a pod that just went away must finish first: it records its result in ASW.
-    if (dsw.pod(uid) || asw.hasPod(uid) || executor.anyPending(`${uid}/`)) {
+    if (dsw.pod(uid) || podHasVolumes(ctx, uid)) {
       housekeepingErrors.delete(uid);
       continue;
     }

@@ -3,6 +3,7 @@
 // plugin's constructVolumeSpec otherwise) as 'uncertain', so nothing is lost or leaked.
 import { readdir } from 'node:fs/promises';
 import { errnoCode, errorMessage } from '../../errno.ts';
+import { cleanupMountPoint } from '../../mount/cleanup.ts';
 import {
   escapeQualifiedName,
   podsDir,
@@ -106,7 +107,7 @@ export async function cleanOrphanVolumes(
         volume: f.innerName,
         plugin: f.pluginName,
       });
-      await ctx.mounter.cleanupMountPoint(f.dir, true);
+      await cleanupMountPoint(f.dir, ctx.mounter, true, { fs: ctx.host.getFs().ops, logger: ctx.logger });
       ctx.metrics.forceCleaned?.(true);
     } catch (err) {
       ctx.metrics.forceCleaned?.(false);

@@ -13,7 +13,13 @@ import type { ClaimLookup } from '../../volumehost/kube/claims.ts';
 import type { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import { ActualStateOfWorld, type MountedVolume } from './actual-state.ts';
-import type { VolumeManagerContext, VolumeManagerMetrics } from './context.ts';
+import {
+  podHasVolumes,
+  SYNC_FREQUENCY_MS,
+  TEARDOWN_SETTLE_PERIOD_MS,
+  type VolumeManagerContext,
+  type VolumeManagerMetrics,
+} from './context.ts';
 import { DesiredStateOfWorld } from './desired-state.ts';
 import { freshRead } from './fresh-read.ts';
 import { defaultMaxConcurrentOperations, type Operation, OperationExecutor } from './operation-executor.ts';
@@ -124,8 +130,8 @@ export class VolumeManager {
       ...opts,
       loopPeriodMs: opts.loopPeriodMs ?? 100,
       housekeepingPeriodMs: opts.housekeepingPeriodMs ?? 2000,
-      resyncPeriodMs: opts.resyncPeriodMs ?? 60_000,
-      settlePeriodMs: opts.settlePeriodMs ?? 30_000,
+      resyncPeriodMs: opts.resyncPeriodMs ?? SYNC_FREQUENCY_MS,
+      settlePeriodMs: opts.settlePeriodMs ?? TEARDOWN_SETTLE_PERIOD_MS,
       maxConcurrentOperations: opts.maxConcurrentOperations ?? defaultMaxConcurrentOperations(),
       clock: opts.clock ?? systemClock(),
       metrics: opts.metrics ?? noMetrics,
@@ -254,7 +260,7 @@ export class VolumeManager {
 
   /** Whether the pod has a volume in the actual state or an operation running for one. */
   podHasVolumes(uid: string): boolean {
-    return this.asw.hasPod(uid) || this.executor.anyPending(`${uid}/`);
+    return podHasVolumes(this.#ctx, uid);
   }
 
   isAlive(): boolean {

@@ -3,10 +3,14 @@
 //   k/k pkg/api/v1/resource/helpers.go        (ExtractResourceValueByContainerNameAndNodeAllocatable)
 //   k/k pkg/kubelet/kubelet_resources.go      (defaultPodLimitsForDownwardAPI: pod-level limits first)
 //   k/k pkg/volume/downwardapi/downwardapi.go (CollectData)
-// Volume items go through ExtractFieldPathAsString, which knows the metadata.*
-// paths. Beyond kubelet, spec.nodeName, spec.serviceAccountName and status.hostIP
-// (env-var-only paths in kubelet) are rendered too; status.podIP and the other
-// runtime values stay errors, as podvol cannot know them.
+//   k/k pkg/kubelet/kubelet_pods.go           (podFieldSelectorRuntimeValue: env vars)
+// The one home of field-path resolution: volume items go through
+// ExtractFieldPathAsString, which knows the metadata.* paths; beyond kubelet,
+// spec.nodeName, spec.serviceAccountName and status.hostIP (env-var-only paths
+// in kubelet) are rendered too, to the values an env var gets.
+// status.podIP and the other runtime values stay volume errors, as podvol
+// cannot rewrite a file when they change; env vars get them
+// (podFieldSelectorRuntimeValue below).
 import type {
   V1Container,
   V1DownwardAPIVolumeFile,
@@ -81,8 +85,56 @@ export function splitMaybeSubscriptedPath(fieldPath: string): [path: string, sub
   return [s.slice(0, at), s.slice(at + 2)];
 }
 
-/** ExtractFieldPathAsString for a pod, with kubelet's error messages. */
-export function extractFieldPathAsString(pod: V1Pod, fieldPath: string): string {
+/**
+ * status.hostIPs as the downward API renders them: the pod's status.hostIPs,
+ * else its status.hostIP, else this node's address. kubelet reads the node's
+ * addresses (getHostIPsAnyWay), which are what it writes into the status; a
+ * pod podvol runs has a status written by a kubelet, or (a static pod) none,
+ * and then this node's address is the one it has.
+ */
+export function hostIPsOf(pod: V1Pod, nodeHostIP: string | undefined): string[] {
+  const ips = (pod.status?.hostIPs ?? []).map((h) => h.ip).filter(Boolean);
+  if (ips.length > 0) return ips;
+  const one = pod.status?.hostIP || nodeHostIP;
+  return one ? [one] : [];
+}
+
+function firstHostIP(pod: V1Pod, nodeHostIP: string | undefined): string {
+  const [first] = hostIPsOf(pod, nodeHostIP);
+  if (first === undefined) throw new Error('status.hostIP is not known on this node');
+  return first;
+}
+
+/**
+ * kubelet's podFieldSelectorRuntimeValue, for env vars: the runtime values
+ * (status.hostIPs, status.podIP, status.podIPs), then every path a volume
+ * file knows, resolved by the same code so env and volume agree.
+ */
+export function podFieldSelectorRuntimeValue(
+  pod: V1Pod,
+  fieldPath: string,
+  nodeHostIP: string | undefined,
+): string {
+  const podIPs = (pod.status?.podIPs ?? []).map((p) => p.ip).filter(Boolean);
+  switch (fieldPath) {
+    case 'status.hostIPs': {
+      const ips = hostIPsOf(pod, nodeHostIP);
+      if (ips.length === 0) throw new Error('status.hostIP is not known on this node');
+      return ips.join(',');
+    }
+    case 'status.podIP':
+      return podIPs[0] ?? pod.status?.podIP ?? '';
+    case 'status.podIPs':
+      return podIPs.join(',');
+  }
+  return extractFieldPathAsString(pod, fieldPath, nodeHostIP);
+}
+
+/**
+ * ExtractFieldPathAsString for a pod, with kubelet's error messages.
+ * `nodeHostIP`: this node's address, for status.hostIP (hostIPsOf).
+ */
+export function extractFieldPathAsString(pod: V1Pod, fieldPath: string, nodeHostIP?: string): string {
   const meta = pod.metadata ?? {};
   const split = splitMaybeSubscriptedPath(fieldPath);
   if (split) {
@@ -122,8 +174,7 @@ export function extractFieldPathAsString(pod: V1Pod, fieldPath: string): string 
     case 'spec.serviceAccountName':
       return pod.spec?.serviceAccountName ?? '';
     case 'status.hostIP':
-      if (!pod.status?.hostIP) throw new Error('status.hostIP is not known on this node');
-      return pod.status.hostIP;
+      return firstHostIP(pod, nodeHostIP);
   }
   throw new Error(`unsupported fieldPath: ${fieldPath}`);
 }
@@ -240,6 +291,7 @@ export function collectDownwardAPIData(
   pod: V1Pod,
   nodeAllocatable: Record<string, string>,
   defaultMode: number,
+  nodeHostIP: string | undefined,
 ): { payload: Map<string, FileProjection>; errors: string[] } {
   const payload = new Map<string, FileProjection>();
   const errors: string[] = [];
@@ -247,7 +299,7 @@ export function collectDownwardAPIData(
     const projection: FileProjection = { data: '', mode: item.mode ?? defaultMode };
     try {
       if (item.fieldRef) {
-        projection.data = extractFieldPathAsString(pod, item.fieldRef.fieldPath);
+        projection.data = extractFieldPathAsString(pod, item.fieldRef.fieldPath, nodeHostIP);
       } else if (item.resourceFieldRef) {
         const ref = item.resourceFieldRef;
         projection.data = extractResourceValue(ref, pod, ref.containerName ?? '', nodeAllocatable);

@@ -1,14 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
-  CONFIG_HASH_ANNOTATION,
-  CONFIG_SOURCE_ANNOTATION,
   MAX_DOCUMENT_BYTES,
   MAX_DOCUMENTS,
   MAX_MANIFEST_BYTES,
   MAX_NESTING_DEPTH,
   parseManifestFile,
 } from '../../../src/agent/pods/manifest.ts';
+import { CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION } from '../../../src/agent/pods/types.ts';
 import { MAX_VOLUMES_PER_POD } from '../../../src/plugins/validation.ts';
 import { at } from '../../helpers/must.ts';
 

@@ -228,6 +228,7 @@ describe('collectDownwardAPIData', () => {
       pod,
       allocatable,
       0o644,
+      undefined,
     );
     assert.deepEqual(
       [...payload.entries()],
