@@ -87,6 +87,9 @@ const env = {
   ...process.env,
   PODVOL_MOUNTNS: canUnshare ? '1' : '0',
   TMPDIR: runTmp,
+  // npm 11 (run by the tests of npm start) keeps a module compile cache in the temp directory,
+  // which must end empty: npm's cache, not something a test left, so it is off for the run.
+  NODE_DISABLE_COMPILE_CACHE: '1',
   ...(chaos ? { PODVOL_CHAOS: 'full' } : {}),
 };
 let status = 0;
