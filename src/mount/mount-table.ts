@@ -47,17 +47,18 @@ export type WatchMounts = (path: string) => MountChanges | undefined;
 
 type Addon = { watch(path: string): unknown; changed(handle: unknown): boolean };
 
-const addonPath = new URL('../../native/mountwatch/build/mountwatch.node', import.meta.url);
-
 /**
  * The native watch, from the addon at `addon` (tests name a missing one);
  * undefined when the addon is missing or the file is not on /proc.
  */
-export function nativeWatch(addon: URL = addonPath): WatchMounts {
+export function nativeWatch(addon?: URL): WatchMounts {
   return (path) => {
     try {
+      // Resolved here, at the first list(), not at import: in the single executable, import.meta.url
+      // extracts the SEA assets.
+      const file = addon ?? new URL('../../native/mountwatch/build/mountwatch.node', import.meta.url);
       // Cast: require() types a native module as any; native/mountwatch/mountwatch.c exports exactly this.
-      const native = createRequire(import.meta.url)(addon.pathname) as Addon;
+      const native = createRequire(import.meta.url)(file.pathname) as Addon;
       const handle = native.watch(path);
       return { changed: () => native.changed(handle) };
     } catch {
