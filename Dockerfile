@@ -17,8 +17,9 @@ COPY package.json package-lock.json ./
 # ship native binaries as optional dependencies), and the "node" dev
 # dependency would only fetch a second Node the base image already has.
 RUN npm ci --ignore-scripts --no-audit --no-fund
-# The runtime socket's peer-credential check (native/peercred) and the
-# one-syscall safe path resolution (native/openat2) are small Node-API addons;
+# The runtime socket's peer-credential check (native/peercred), the
+# one-syscall safe path resolution (native/openat2) and the mount table's
+# change signal (native/mountwatch) are small Node-API addons;
 # scripts are off above, so they are built here, explicitly.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev \
@@ -26,8 +27,9 @@ RUN apt-get update \
 COPY scripts/build-native.mjs scripts/
 COPY native/peercred/peercred.c native/peercred/
 COPY native/openat2/openat2.c native/openat2/
+COPY native/mountwatch/mountwatch.c native/mountwatch/
 RUN node scripts/build-native.mjs && test -f native/peercred/build/peercred.node \
- && test -f native/openat2/build/openat2.node
+ && test -f native/openat2/build/openat2.node && test -f native/mountwatch/build/mountwatch.node
 COPY tsconfig.json ./
 COPY bin/ bin/
 COPY src/ src/
@@ -63,6 +65,7 @@ COPY --from=build /app/src/ src/
 COPY --from=build /app/dist/bundle/ dist/bundle/
 COPY --from=build /app/native/peercred/build/ native/peercred/build/
 COPY --from=build /app/native/openat2/build/ native/openat2/build/
+COPY --from=build /app/native/mountwatch/build/ native/mountwatch/build/
 # Root on purpose: mounting needs CAP_SYS_ADMIN in the host mount namespace;
 # the DaemonSet runs this image privileged.
 USER root

@@ -7,11 +7,14 @@
 //
 // - peercred: SO_PEERCRED for the runtime socket.
 // - openat2: one-call safe path resolution for safe-fs.
+// - mountwatch: the kernel's mount-table change signal (poll POLLPRI on
+//   /proc/self/mountinfo), so the table is read once per change.
 //
 // A missing compiler is not an install failure: without peercred podvol
 // refuses to open its runtime socket (it cannot check who connects) and says
 // why; without openat2 safe-fs walks paths one component at a time, as on a
-// kernel older than 5.6. Every other part of podvol works.
+// kernel older than 5.6; without mountwatch every mount-table question reads
+// /proc/self/mountinfo again. Every other part of podvol works.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -23,6 +26,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const without = {
   peercred: 'the runtime socket will be unavailable',
   openat2: 'safe-fs walks paths component by component (slower, as safe)',
+  mountwatch: 'the mount table is read for every question instead of once per change (slower, as fresh)',
 };
 
 function includeDirs() {

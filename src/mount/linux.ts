@@ -13,13 +13,8 @@ import {
 } from './errors.ts';
 import { type CommandRunner, createThreadRunner, type RunResult } from './exec.ts';
 import { findMountHolders, formatHolders } from './holders.ts';
-import {
-  isMountPointIn,
-  mountContaining,
-  PROC_MOUNTINFO,
-  readMountInfo,
-  searchMountRefs,
-} from './mountinfo.ts';
+import { MountTable, type WatchMounts } from './mount-table.ts';
+import { isMountPointIn, mountContaining, PROC_MOUNTINFO, searchMountRefs } from './mountinfo.ts';
 import { checkUnmountTarget, MASKED, validateMountRequest } from './options.ts';
 import { pathExists } from './probe.ts';
 import { detectSystemd, wrapInScope } from './systemd.ts';
@@ -42,6 +37,8 @@ export interface LinuxMounterOptions {
   /** Deadline for every mount/umount/probe command. Default 2 minutes. */
   commandTimeoutMs?: number;
   mountInfoPath?: string;
+  /** How changes of the mount table are noticed (mount-table.ts); default the native addon, with a read per list() without it. */
+  watchMounts?: WatchMounts;
   fs?: Partial<MounterFs>;
   /** Where to look for systemd; tests point it elsewhere. */
   systemdRuntimeDir?: string;
@@ -71,7 +68,7 @@ export class LinuxMounter implements Interface {
   readonly #run: CommandRunner;
   readonly #log: Logger;
   readonly #timeoutMs: number;
-  readonly #mountInfoPath: string;
+  readonly #mountTable: MountTable;
   readonly #fs: MounterFs;
   readonly #systemdMode: 'auto' | 'off';
   readonly #systemdRuntimeDir: string | undefined;
@@ -82,7 +79,10 @@ export class LinuxMounter implements Interface {
     this.#run = opts.runner ?? createThreadRunner();
     this.#log = opts.logger ?? silentLogger();
     this.#timeoutMs = opts.commandTimeoutMs ?? DEFAULT_TIMEOUT_MS;
-    this.#mountInfoPath = opts.mountInfoPath ?? PROC_MOUNTINFO;
+    this.#mountTable = new MountTable({
+      path: opts.mountInfoPath ?? PROC_MOUNTINFO,
+      ...(opts.watchMounts ? { watch: opts.watchMounts } : {}),
+    });
     this.#fs = { lstat, stat, access, realpath, ...opts.fs };
     this.#systemdMode = opts.systemd ?? 'auto';
     this.#systemdRuntimeDir = opts.systemdRuntimeDir;
@@ -375,8 +375,9 @@ export class LinuxMounter implements Interface {
     return isMountPointIn(await this.list(), resolved);
   }
 
-  list(): Promise<MountInfo[]> {
-    return readMountInfo(this.#mountInfoPath);
+  /** Shared with every other caller until the table changes (mount-table.ts): do not modify it. */
+  list(): Promise<readonly MountInfo[]> {
+    return this.#mountTable.list();
   }
 
   async getMountRefs(path: string): Promise<string[]> {

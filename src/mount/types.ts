@@ -64,8 +64,11 @@ export interface Interface {
   isLikelyNotMountPoint(path: string): Promise<boolean>;
   /** Exact check against mountinfo. */
   isMountPoint(path: string): Promise<boolean>;
-  /** The current mount table (from /proc/self/mountinfo for the real mounter). */
-  list(): Promise<MountInfo[]>;
+  /**
+   * The current mount table (from /proc/self/mountinfo for the real mounter),
+   * shared with other callers until it changes: read-only.
+   */
+  list(): Promise<readonly MountInfo[]>;
   /** Other mount points of the same filesystem root as `path` (bind mounts of it). */
   getMountRefs(path: string): Promise<string[]>;
 }

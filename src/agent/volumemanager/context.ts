@@ -60,7 +60,7 @@ export interface VolumeManagerContext {
    * The mount table as `mounter.list()` gives it, read at or after this call and shared with the
    * concurrent callers (fresh-read.ts): the hung-filesystem checks of concurrent operations.
    */
-  freshMountTable: () => Promise<mount.MountInfo[]>;
+  freshMountTable: () => Promise<readonly mount.MountInfo[]>;
   /** Whether a desired volume's spec changed under a mounted one (reconciler.ts createSpecChange). */
   specChange: (v: MountedVolume, d: VolumeToMount | undefined) => SpecChange;
   /**

@@ -7,6 +7,9 @@
 // one running (it began before the caller asked, so it may miss what the
 // caller must see) waits for the next read, which starts when the running one
 // settles and is shared by every caller that asked in between.
+// The real mounter's list() is itself read once per change of the table
+// (src/mount/mount-table.ts): there this mostly resolves from its shared
+// table; it still shares the reads where the table is not watched.
 export interface FreshRead<T> {
   /** The result of a read that begins at or after this call. */
   read(): Promise<T>;
