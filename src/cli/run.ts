@@ -15,6 +15,8 @@ import { VOLUME_STATS_PERIOD_MS } from '../agent/volumemanager/context.ts';
 import { errorMessage } from '../errno.ts';
 import { WAIT_FOR_ATTACH_TIMEOUT_MS } from '../plugins/csi/timeouts.ts';
 import { version } from '../version.ts';
+import { nodeFsOps } from '../volumehost/fs.ts';
+import { createSafeFs } from '../volumehost/safe-fs.ts';
 import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
 import { EXIT_FAILURE, setExitCode, usageError } from './command.ts';
 import { applyConfigFile, configOption } from './config-file.ts';
@@ -139,7 +141,13 @@ async function runUntilStopped(
   }
   let daemon: Daemon;
   try {
-    await claimRootDir(rootDir, flags.nodeName, flags.adoptRootDir ?? false, logger);
+    await claimRootDir(
+      rootDir,
+      flags.nodeName,
+      flags.adoptRootDir ?? false,
+      logger,
+      createSafeFs(nodeFsOps()),
+    );
     const cluster = clusterMode
       ? await (await import('../agent/cluster.ts')).connectCluster({
           kubeconfig: flags.kubeconfig,
