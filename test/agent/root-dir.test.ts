@@ -35,7 +35,7 @@ test('a root directory marked for another node name is refused unless adopted', 
   assert.equal((await mark(root)).nodeName, 'node1.example.internal', 'the mark is unchanged');
   await claimRootDir(root, 'node1', true, log, fs);
   assert.equal((await mark(root)).nodeName, 'node1');
-  assert.equal(await podOwned(root, 'u1'), true, 'adoption makes the pod directories podvol');
+  assert.equal(await podOwned(fs, root, 'u1'), true, 'adoption makes the pod directories podvol');
 });
 
 test('a non-empty root directory without a mark (another agent) is refused unless adopted', async (t) => {
@@ -46,9 +46,9 @@ test('a non-empty root directory without a mark (another agent) is refused unles
     claimRootDir(root, 'n', false, log, fs),
     /holds pod directories .* no podvol mark.*--adopt-root-dir/,
   );
-  assert.equal(await podOwned(root, 'kubelet-pod'), false);
+  assert.equal(await podOwned(fs, root, 'kubelet-pod'), false);
   await claimRootDir(root, 'n', true, log, fs);
-  assert.equal(await podOwned(root, 'kubelet-pod'), true);
+  assert.equal(await podOwned(fs, root, 'kubelet-pod'), true);
   assert.equal(
     await readFile(join(root, 'pods/kubelet-pod/volumes/kubernetes.io~empty-dir/db/data'), 'utf8'),
     'x',
