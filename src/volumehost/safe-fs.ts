@@ -331,8 +331,7 @@ class HeldDirs {
    * one usable is held (a failed open is not kept).
    */
   get(abs: string, rootAbs: string, open: () => Promise<SafeDir>): Promise<SafeDir> {
-    const key = abs;
-    const hit = this.#byPath.get(key);
+    const hit = this.#byPath.get(abs);
     if (hit && (hit.rootAbs === rootAbs || rootAbs.startsWith(`${hit.rootAbs}/`))) return hit.dir;
     const dir = open().then((d) => {
       d.hold();
@@ -340,9 +339,9 @@ class HeldDirs {
     });
     // Kept in place of the one held if usable by more walks (reached from a root above its root).
     if (!hit || hit.rootAbs.startsWith(`${rootAbs}/`)) {
-      this.#byPath.set(key, { rootAbs, dir });
+      this.#byPath.set(abs, { rootAbs, dir });
       dir.catch(() => {
-        if (this.#byPath.get(key)?.dir === dir) this.#byPath.delete(key);
+        if (this.#byPath.get(abs)?.dir === dir) this.#byPath.delete(abs);
       });
     }
     this.#all.add(dir);
