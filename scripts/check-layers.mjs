@@ -37,7 +37,7 @@ function layerOf(path) {
 // blanked out (quotes kept), so that neither an import written in a comment
 // nor a specifier-looking string fools the patterns below. Specifiers are read
 // back from the original text at the same offsets.
-function blank(source) {
+export function blank(source) {
   let out = '';
   let i = 0;
   const n = source.length;
@@ -85,7 +85,7 @@ export function importsOf(source) {
   return found;
 }
 
-function sourceFiles(dir) {
+export function sourceFiles(dir) {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
     const p = join(dir, e.name);
     if (e.isDirectory()) return sourceFiles(p);

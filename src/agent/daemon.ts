@@ -9,6 +9,8 @@ import { errnoCode, errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
+import { nodeFsOps } from '../volumehost/fs.ts';
+import { createSafeFs } from '../volumehost/safe-fs.ts';
 import { createSubPather } from '../volumehost/subpath.ts';
 import type { Spec } from '../volumehost/volume.ts';
 import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
@@ -96,7 +98,9 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
   const requestedRootDir = resolve(o.rootDir);
   // Before anything can reconstruct or tear down: is this root directory ours, for this node name?
   // (The CLI checks it before connecting to the API server; this keeps every caller safe.)
-  await opened.step(claimRootDir(requestedRootDir, o.nodeName, o.adoptRootDir ?? false, log));
+  await opened.step(
+    claimRootDir(requestedRootDir, o.nodeName, o.adoptRootDir ?? false, log, createSafeFs(nodeFsOps())),
+  );
   // Symlinks in the root directory's own path (/var/lib/podvol -> /data/podvol) are followed
   // here, once: below it, the mounter refuses any (src/mount/target.ts).
   const rootDir = await realpath(requestedRootDir);
@@ -147,7 +151,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
   opened.add('termination records', () => gate.flush());
   // Checked before anything starts, so a podvol that cannot check its callers never serves them.
   const peerCred = o.runtimeSocket ? loadPeerCred() : undefined;
-  const subPaths = createSubPather({ rootDir, mounter, logger: log });
+  const subPaths = createSubPather({ rootDir, mounter, fs: host.getFs(), logger: log });
 
   let vm: VolumeManager;
   const podInUse = (uid: string) => vm.podHasVolumes(uid);

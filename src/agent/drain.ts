@@ -7,7 +7,7 @@
 // when the mount table shows nothing mounted below them. Nothing outside the
 // pod directories and podvol's own bookkeeping is touched.
 import type { Dirent } from 'node:fs';
-import { readdir, rmdir, unlink } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode } from '../errno.ts';
 import type { Logger } from '../logger.ts';
@@ -15,7 +15,7 @@ import type * as mount from '../mount/types.ts';
 import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
 import type { DrainReason, VolumeReason } from '../reasons.ts';
 import { podDir, podsDir } from '../volumehost/paths.ts';
-import { openDirBeneath } from '../volumehost/safe-fs.ts';
+import type { SafeDir, SafeFs } from '../volumehost/safe-fs.ts';
 import { ROOT_MARK_DIR, ROOT_MARK_FILE } from './root-dir.ts';
 import type { VolumeStack } from './volume-stack.ts';
 import { VolumeManager } from './volumemanager/volume-manager.ts';
@@ -89,15 +89,16 @@ async function directoriesBelow(root: string, rel: string): Promise<string[]> {
  * already, not empty, a mount point, not what `remove` removes) stays.
  */
 async function removeBeneath(
+  fs: SafeFs,
   root: string,
   rel: string,
   remove: (path: string) => Promise<void>,
 ): Promise<void> {
   const parts = rel.split('/');
   const name = parts.pop() ?? '';
-  let dir: Awaited<ReturnType<typeof openDirBeneath>>;
+  let dir: SafeDir;
   try {
-    dir = await openDirBeneath(root, parts.join('/'));
+    dir = await fs.openDirBeneath(root, parts.join('/'));
   } catch {
     return;
   }
@@ -205,8 +206,9 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
       'plugins',
     ];
     // Nothing of a pod is left, so the root directory's mark goes too: an empty root needs no adopting.
-    await removeBeneath(rootDir, `${ROOT_MARK_DIR}/${ROOT_MARK_FILE}`, unlink);
-    for (const rel of own) await removeBeneath(rootDir, rel, rmdir);
+    const fs = stack.host.getFs();
+    await removeBeneath(fs, rootDir, `${ROOT_MARK_DIR}/${ROOT_MARK_FILE}`, (p) => fs.ops.unlink(p));
+    for (const rel of own) await removeBeneath(fs, rootDir, rel, (p) => fs.ops.rmdir(p));
     for (const mp of await mountsBelow(stack.mounter, rootDir)) {
       report.leftovers.push({
         what: mp,

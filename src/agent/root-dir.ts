@@ -3,12 +3,12 @@
 // own (another agent's, kubelet's /var/lib/kubelet) or that belongs to another
 // node name (a short --node-name where the pods are bound to the FQDN). The
 // mark, <root>/podvol/root-dir.json, records the node name the directory serves.
-import { mkdir, readdir, readFile, rename } from 'node:fs/promises';
+import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode, fieldOf } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import { podsDir, podVolumeRecordsDir } from '../volumehost/paths.ts';
-import { mkdirAllBeneath, openMkdirAll, relativeBeneath } from '../volumehost/safe-fs.ts';
+import { relativeBeneath, type SafeFs } from '../volumehost/safe-fs.ts';
 import { parseOwnDocument } from './own-document.ts';
 
 export const ROOT_MARK_DIR = 'podvol';
@@ -48,12 +48,12 @@ async function readMark(rootDir: string): Promise<RootMark | undefined> {
   return m;
 }
 
-async function writeMark(rootDir: string, nodeName: string): Promise<void> {
+async function writeMark(fs: SafeFs, rootDir: string, nodeName: string): Promise<void> {
   const mark: RootMark = { owner: 'podvol', version: 1, nodeName, since: new Date().toISOString() };
-  const dir = await openMkdirAll(rootDir, ROOT_MARK_DIR, 0o750);
+  const dir = await fs.openMkdirAll(rootDir, ROOT_MARK_DIR, 0o750);
   try {
     await dir.writeFile(`${ROOT_MARK_FILE}.tmp`, `${JSON.stringify(mark)}\n`, 0o644);
-    await rename(dir.child(`${ROOT_MARK_FILE}.tmp`), dir.child(ROOT_MARK_FILE));
+    await fs.ops.rename(dir.child(`${ROOT_MARK_FILE}.tmp`), dir.child(ROOT_MARK_FILE));
   } finally {
     await dir.close();
   }
@@ -69,10 +69,10 @@ async function entries(dir: string): Promise<string[]> {
 }
 
 /** Every pod directory already there becomes podvol's (records.ts' ownership rule). */
-async function adoptPodDirs(rootDir: string): Promise<number> {
+async function adoptPodDirs(fs: SafeFs, rootDir: string): Promise<number> {
   const uids = await entries(podsDir(rootDir));
   for (const uid of uids) {
-    await mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podVolumeRecordsDir(rootDir, uid)), 0o750);
+    await fs.mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podVolumeRecordsDir(rootDir, uid)), 0o750);
   }
   return uids.length;
 }
@@ -88,6 +88,7 @@ export async function claimRootDir(
   nodeName: string,
   adopt: boolean,
   logger: Logger,
+  fs: SafeFs,
 ): Promise<void> {
   await mkdir(rootDir, { recursive: true, mode: 0o750 });
   const mark = await readMark(rootDir);
@@ -99,8 +100,8 @@ export async function claimRootDir(
         `root directory ${rootDir} serves node "${mark.nodeName}" (${markPath}), not --node-name "${nodeName}": with the wrong node name every volume there would be torn down. Fix --node-name, or pass --adopt-root-dir to take the directory over for "${nodeName}".`,
       );
     }
-    const n = await adoptPodDirs(rootDir);
-    await writeMark(rootDir, nodeName);
+    const n = await adoptPodDirs(fs, rootDir);
+    await writeMark(fs, rootDir, nodeName);
     logger.warn(
       { rootDir, from: mark.nodeName, to: nodeName, podDirs: n },
       'adopted root directory for a new node name',
@@ -114,7 +115,7 @@ export async function claimRootDir(
   const podDirs = await entries(podsDir(rootDir));
   if (podDirs.length === 0 || (present.includes(ROOT_MARK_DIR) && !adopt)) {
     // Fresh, or left by a podvol from before marks (only podvol makes <root>/podvol).
-    await writeMark(rootDir, nodeName);
+    await writeMark(fs, rootDir, nodeName);
     if (present.length > 0) logger.info({ rootDir }, 'marked a root directory an earlier podvol left');
     return;
   }
@@ -123,7 +124,7 @@ export async function claimRootDir(
       `root directory ${rootDir} holds pod directories (${podDirs.slice(0, 3).join(', ')}) and has no podvol mark (${markPath}): it may be another agent's, whose pod directories podvol would tear down. Point --root-dir at an empty or podvol directory, or pass --adopt-root-dir to take it over.`,
     );
   }
-  const n = await adoptPodDirs(rootDir);
-  await writeMark(rootDir, nodeName);
+  const n = await adoptPodDirs(fs, rootDir);
+  await writeMark(fs, rootDir, nodeName);
   logger.warn({ rootDir, podDirs: n }, 'adopted a root directory podvol did not create');
 }

@@ -21,7 +21,7 @@ export const configOption = () =>
 const camel = (key: string) => key.replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 
 /** Sources a config value may override: nothing the operator typed or exported. */
-const overridable = new Set([undefined, 'default', 'implied']);
+const overridable: ReadonlySet<string | undefined> = new Set([undefined, 'default', 'implied']);
 
 /**
  * Reads the file named by --config and fills in every option the operator did

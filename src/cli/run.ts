@@ -19,7 +19,9 @@ import {
 import { errorMessage } from '../errno.ts';
 import { WAIT_FOR_ATTACH_TIMEOUT_MS } from '../plugins/csi/timeouts.ts';
 import { version } from '../version.ts';
+import { nodeFsOps } from '../volumehost/fs.ts';
 import { DEFAULT_HOST_ROOT } from '../volumehost/hostroot.ts';
+import { createSafeFs } from '../volumehost/safe-fs.ts';
 import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
 import { EXIT_FAILURE, helpNotes, setExitCode, usageError } from './command.ts';
 import { applyConfigFile, configOption } from './config-file.ts';
@@ -145,7 +147,13 @@ async function runUntilStopped(
   }
   let daemon: Daemon;
   try {
-    await claimRootDir(rootDir, flags.nodeName, flags.adoptRootDir ?? false, logger);
+    await claimRootDir(
+      rootDir,
+      flags.nodeName,
+      flags.adoptRootDir ?? false,
+      logger,
+      createSafeFs(nodeFsOps()),
+    );
     const cluster = clusterMode
       ? await (await import('../agent/cluster.ts')).connectCluster({
           kubeconfig: flags.kubeconfig,

@@ -43,7 +43,7 @@ interface InjectedError {
   methods: ReadonlySet<FakeMethod> | undefined;
 }
 
-const PER_MOUNT_FLAGS = new Set([
+const PER_MOUNT_FLAGS: ReadonlySet<string> = new Set([
   'ro',
   'rw',
   'nosuid',

@@ -3,7 +3,7 @@
 // directory it mounts onto must exist inside this (read-only) volume.
 import { posix } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import { mkdirAllBeneath, type SafeDir, splitBeneath } from '../volumehost/safe-fs.ts';
+import { type SafeDir, type SafeFs, splitBeneath } from '../volumehost/safe-fs.ts';
 import { VolumeError } from '../volumehost/volume.ts';
 
 /** Paths, relative to the volume, of the mount points nested directly below it. */
@@ -48,8 +48,13 @@ export function nestedMountpoints(volumeName: string, pod: V1Pod): string[] {
 }
 
 /** Creates them inside the open volume directory, never following a symlink out of it. */
-export async function makeNestedMountpoints(volumeName: string, dir: SafeDir, pod: V1Pod): Promise<void> {
+export async function makeNestedMountpoints(
+  fs: SafeFs,
+  volumeName: string,
+  dir: SafeDir,
+  pod: V1Pod,
+): Promise<void> {
   for (const rel of nestedMountpoints(volumeName, pod)) {
-    await mkdirAllBeneath(dir, rel, 0o755);
+    await fs.mkdirAllBeneath(dir, rel, 0o755);
   }
 }

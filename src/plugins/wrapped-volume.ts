@@ -57,7 +57,7 @@ export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
       podsDir,
       relativeBeneath(podsDir, s.dir),
       async (dir) => {
-        await makeNestedMountpoints(s.volumeName, dir, s.pod);
+        await makeNestedMountpoints(fs, s.volumeName, dir, s.pod);
         const logContext = `pod ${s.pod.metadata?.namespace}/${s.pod.metadata?.name} volume ${s.volumeName}`;
         const fsGroup = s.args.fsGroup;
         await writeAtomically(dir, s.payload, {

@@ -164,8 +164,7 @@ function hostOps(beneath: OpenBeneath | undefined): Readonly<FsOps> {
 const hostFsOps = { openat2: hostOps(openat2Beneath()), walk: hostOps(undefined) };
 
 /**
- * The host's filesystem: one object, so that safe-fs knows two callers' walks
- * are on the same filesystem (withHeldDirs shares directories between them).
+ * The host's filesystem (one object each way: the calls hold no state).
  * `PODVOL_SAFE_FS=walk` in the environment (or `{ openat2: false }`) hands
  * out the one without openat2, so that safe-fs walks every path component by
  * component as on a kernel before 5.6: the tests run both ways.

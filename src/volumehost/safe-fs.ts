@@ -113,6 +113,8 @@ export class SafeDir {
   /** The filesystem it lives on: every call made through this directory goes there. */
   readonly fs: FsOps;
   readonly #fh: FsHandle;
+  /** Kept by the held directories of an operation (SafeFs.withHeldDirs): close() leaves it open until release(). */
+  #held = false;
 
   private constructor(fs: FsOps, fh: FsHandle, path: string, mountId: number) {
     this.fs = fs;
@@ -278,9 +280,25 @@ export class SafeDir {
     }
   }
 
-  /** A directory held by an operation (withHeldDirs) stays open until the operation ends. */
+  /** A directory held by an operation (SafeFs.withHeldDirs) stays open until the operation ends. */
   close(): Promise<void> {
-    if (held.has(this)) return Promise.resolve();
+    if (this.#held) return Promise.resolve();
+    return this.#fh.close();
+  }
+
+  /**
+   * For an operation's held directories only: close() does nothing until
+   * release(), so every walk of the operation that is handed this directory
+   * can close it as usual.
+   */
+  hold(): void {
+    this.#held = true;
+  }
+
+  /** Ends hold() and closes the directory; nothing if it is not held (so it is closed once). */
+  release(): Promise<void> {
+    if (!this.#held) return Promise.resolve();
+    this.#held = false;
     return this.#fh.close();
   }
 }
@@ -293,12 +311,9 @@ function openBeneathOf(fs: FsOps): NonNullable<FsOps['openBeneath']> {
     Promise.reject(Object.assign(new Error('ENOSYS: no openat2 on this filesystem'), { code: 'ENOSYS' }));
 }
 
-/** Directories kept open by withHeldDirs: their close() waits for the end of the operation. */
-const held = new WeakSet<SafeDir>();
-
 /**
- * The directories the walks of one operation opened (withHeldDirs), by
- * filesystem and path: a later walk of the same operation starts from the
+ * The directories the walks of one operation opened (SafeFs.withHeldDirs), by
+ * path (one SafeFs is one filesystem): a later walk of the same operation starts from the
  * deepest one on its way instead of from its root. Only roots and directories
  * entered without crossing a mount are kept. A directory is used only by
  * walks from the root it was reached from or from below that root: a walk
@@ -312,23 +327,21 @@ class HeldDirs {
   ended = false;
 
   /**
-   * The directory at `abs` (on the filesystem numbered `fs`) for a walk from
-   * `rootAbs`, opened by `open` unless one usable is held (a failed open is
-   * not kept).
+   * The directory at `abs` for a walk from `rootAbs`, opened by `open` unless
+   * one usable is held (a failed open is not kept).
    */
-  get(fs: number, abs: string, rootAbs: string, open: () => Promise<SafeDir>): Promise<SafeDir> {
-    const key = `${fs}\0${abs}`;
-    const hit = this.#byPath.get(key);
+  get(abs: string, rootAbs: string, open: () => Promise<SafeDir>): Promise<SafeDir> {
+    const hit = this.#byPath.get(abs);
     if (hit && (hit.rootAbs === rootAbs || rootAbs.startsWith(`${hit.rootAbs}/`))) return hit.dir;
     const dir = open().then((d) => {
-      held.add(d);
+      d.hold();
       return d;
     });
     // Kept in place of the one held if usable by more walks (reached from a root above its root).
     if (!hit || hit.rootAbs.startsWith(`${rootAbs}/`)) {
-      this.#byPath.set(key, { rootAbs, dir });
+      this.#byPath.set(abs, { rootAbs, dir });
       dir.catch(() => {
-        if (this.#byPath.get(key)?.dir === dir) this.#byPath.delete(key);
+        if (this.#byPath.get(abs)?.dir === dir) this.#byPath.delete(abs);
       });
     }
     this.#all.add(dir);
@@ -336,17 +349,16 @@ class HeldDirs {
   }
 
   /** The directory at `abs` if one usable by a walk from `rootAbs` is held (see get). */
-  peek(fs: number, abs: string, rootAbs: string): Promise<SafeDir> | undefined {
-    const hit = this.#byPath.get(`${fs}\0${abs}`);
+  peek(abs: string, rootAbs: string): Promise<SafeDir> | undefined {
+    const hit = this.#byPath.get(abs);
     if (hit && (hit.rootAbs === rootAbs || rootAbs.startsWith(`${hit.rootAbs}/`))) return hit.dir;
     return undefined;
   }
 
   /** What is below `abs` (and `abs` itself unless `keepSelf`) is being removed: later walks open it afresh. */
   forget(abs: string, keepSelf = false): void {
-    for (const key of this.#byPath.keys()) {
-      const path = key.slice(key.indexOf('\0') + 1);
-      if ((path === abs && !keepSelf) || path.startsWith(`${abs}/`)) this.#byPath.delete(key);
+    for (const path of this.#byPath.keys()) {
+      if ((path === abs && !keepSelf) || path.startsWith(`${abs}/`)) this.#byPath.delete(path);
     }
   }
 
@@ -355,41 +367,8 @@ class HeldDirs {
     this.#byPath.clear();
     for (const p of this.#all) {
       const d = await p.catch(() => undefined);
-      if (d === undefined || !held.has(d)) continue;
-      held.delete(d);
-      await d.close().catch(() => {});
+      await d?.release().catch(() => {});
     }
-  }
-}
-
-const operationDirs = new AsyncLocalStorage<HeldDirs>();
-const fsIds = new WeakMap<FsOps, number>();
-let lastFsId = 0;
-const fsId = (fs: FsOps): number => {
-  let id = fsIds.get(fs);
-  if (id === undefined) {
-    id = ++lastFsId;
-    fsIds.set(fs, id);
-  }
-  return id;
-};
-
-/**
- * Runs one volume operation (a SetUp, a TearDown and their records) with the
- * directories its safe-fs walks open kept open until it ends: each step walks
- * from the deepest directory an earlier step already opened (the pod's, its
- * volumes directory) instead of from the root, one component at a time, and
- * nothing else changes: every component not held is opened as before, no
- * symlink is followed and no mount is entered. A held directory is the very
- * one its walk checked (an fd), wherever it is moved meanwhile; one removed by
- * removeAllBeneath is dropped so that a later step opens (or re-creates) it.
- */
-export async function withHeldDirs<T>(fn: () => Promise<T>): Promise<T> {
-  const dirs = new HeldDirs();
-  try {
-    return await operationDirs.run(dirs, fn);
-  } finally {
-    await dirs.releaseAll();
   }
 }
 
@@ -398,20 +377,21 @@ type Root = string | SafeDir;
 /** Where a walk from a string root may take and keep held directories. */
 interface HeldWalk {
   dirs: HeldDirs;
-  fs: number;
   /** The root, resolved. */
   abs: string;
 }
 
-function heldWalk(fs: FsOps, root: Root): HeldWalk | undefined {
-  const dirs = operationDirs.getStore();
+/**
+ * Where a walk from `root` takes and keeps held directories: `dirs`, those of
+ * the SafeFs.withHeldDirs it runs in, if any; only walks from a string root use them.
+ */
+function heldWalk(dirs: HeldDirs | undefined, root: Root): HeldWalk | undefined {
   if (dirs === undefined || dirs.ended || typeof root !== 'string') return undefined;
-  return { dirs, fs: fsId(fs), abs: resolve(root) };
+  return { dirs, abs: resolve(root) };
 }
 
 /** Drops the held directories at (unless `keepSelf`) and below `rel`: they are being removed. */
-function forgetHeld(root: Root, rel: string, keepSelf = false): void {
-  const dirs = operationDirs.getStore();
+function forgetHeld(dirs: HeldDirs | undefined, root: Root, rel: string, keepSelf = false): void {
   if (dirs === undefined || dirs.ended || typeof root !== 'string') return;
   dirs.forget(resolve(root, rel), keepSelf);
 }
@@ -419,7 +399,7 @@ function forgetHeld(root: Root, rel: string, keepSelf = false): void {
 async function rootDir(fs: FsOps, root: Root, hw?: HeldWalk): Promise<{ dir: SafeDir; owned: boolean }> {
   if (typeof root !== 'string') return { dir: root, owned: false };
   if (hw) {
-    const dir = await hw.dirs.get(hw.fs, hw.abs, hw.abs, () => SafeDir.openRoot(root, root, fs));
+    const dir = await hw.dirs.get(hw.abs, hw.abs, () => SafeDir.openRoot(root, root, fs));
     return { dir, owned: false };
   }
   return { dir: await SafeDir.openRoot(root, root, fs), owned: true };
@@ -459,7 +439,7 @@ async function walk(
   try {
     if (hw) {
       for (let n = beneath; n >= 1; n--) {
-        const dir = hw.dirs.peek(hw.fs, absOf(hw, n), hw.abs);
+        const dir = hw.dirs.peek(absOf(hw, n), hw.abs);
         if (dir === undefined) continue;
         cur = await dir;
         from = n;
@@ -475,7 +455,7 @@ async function walk(
           `${start.path}/${parts.slice(0, beneath).join('/')}`,
         );
       try {
-        const next = hw ? await hw.dirs.get(hw.fs, absOf(hw, beneath), hw.abs, open) : await open();
+        const next = hw ? await hw.dirs.get(absOf(hw, beneath), hw.abs, open) : await open();
         // `parent` is `start` or a held directory: neither is closed here.
         cur = next;
         from = beneath;
@@ -494,7 +474,7 @@ async function walk(
       };
       let next: SafeDir;
       if (hw && !allow) {
-        next = await hw.dirs.get(hw.fs, absOf(hw, i + 1), hw.abs, open);
+        next = await hw.dirs.get(absOf(hw, i + 1), hw.abs, open);
       } else {
         next = await open();
       }
@@ -516,12 +496,13 @@ async function walk(
  */
 async function openDirBeneathIn(
   fs: FsOps,
+  held: HeldDirs | undefined,
   root: Root,
   rel: string,
   opts: BeneathOptions = {},
 ): Promise<SafeDir> {
   const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
-  const hw = heldWalk(fs, root);
+  const hw = heldWalk(held, root);
   const { dir, owned } = await rootDir(fs, root, hw);
   if (parts.length === 0) {
     if (owned) return dir;
@@ -537,12 +518,13 @@ async function openDirBeneathIn(
 /** Runs `fn` with the directory `rel` below `root` open (see openDirBeneath), then closes it. */
 async function withDirBeneathIn<T>(
   fs: FsOps,
+  held: HeldDirs | undefined,
   root: Root,
   rel: string,
   fn: (dir: SafeDir) => Promise<T>,
   opts: BeneathOptions = {},
 ): Promise<T> {
-  const dir = await openDirBeneathIn(fs, root, rel, opts);
+  const dir = await openDirBeneathIn(fs, held, root, rel, opts);
   try {
     return await fn(dir);
   } finally {
@@ -565,12 +547,15 @@ function lastComponent(root: Root, rel: string, refusal: string): { parentRel: s
  */
 async function openPathBeneathIn(
   fs: FsOps,
+  held: HeldDirs | undefined,
   root: Root,
   rel: string,
   opts: BeneathOptions = {},
 ): Promise<FsHandle> {
   const { parentRel, name } = lastComponent(root, rel, 'names the root itself');
-  const parent = await openDirBeneathIn(fs, root, parentRel, { crossMounts: opts.crossMounts === true });
+  const parent = await openDirBeneathIn(fs, held, root, parentRel, {
+    crossMounts: opts.crossMounts === true,
+  });
   try {
     if (!opts.crossMounts && parent.fs.openBeneath !== undefined) {
       // One openat2: a symlink opens as the link itself (O_PATH|O_NOFOLLOW with
@@ -606,13 +591,14 @@ async function openPathBeneathIn(
  */
 async function openMkdirAllIn(
   fs: FsOps,
+  held: HeldDirs | undefined,
   root: Root,
   rel: string,
   mode = 0o755,
   opts: BeneathOptions = {},
 ): Promise<SafeDir> {
   const parts = splitBeneath(rel, typeof root === 'string' ? root : root.path);
-  const hw = heldWalk(fs, root);
+  const hw = heldWalk(held, root);
   const { dir: start, owned } = await rootDir(fs, root, hw);
   if (parts.length === 0) return owned ? start : reopen(start);
   const mkdirIfMissing = async (dir: SafeDir, name: string) => {
@@ -638,12 +624,17 @@ async function openMkdirAllIn(
  * target must be real directories on the root's mount. A missing target is
  * success; a target that is a symlink or file is just unlinked.
  */
-async function removeAllBeneathIn(fs: FsOps, root: Root, rel: string): Promise<void> {
+async function removeAllBeneathIn(
+  fs: FsOps,
+  held: HeldDirs | undefined,
+  root: Root,
+  rel: string,
+): Promise<void> {
   const { parentRel, name } = lastComponent(root, rel, 'refusing to remove the root itself');
-  forgetHeld(root, rel);
+  forgetHeld(held, root, rel);
   let parent: SafeDir;
   try {
-    parent = await openDirBeneathIn(fs, root, parentRel);
+    parent = await openDirBeneathIn(fs, held, root, parentRel);
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') return;
     throw err;
@@ -658,12 +649,20 @@ async function removeAllBeneathIn(fs: FsOps, root: Root, rel: string): Promise<v
 /** Removes everything inside the directory `rel` below root (which must exist), keeping the directory. */
 async function removeContentsBeneathIn(
   fs: FsOps,
+  held: HeldDirs | undefined,
   root: Root,
   rel: string,
   opts: BeneathOptions = {},
 ): Promise<void> {
-  forgetHeld(root, rel, true);
-  await withDirBeneathIn(fs, root, rel, (dir) => removeChildren(dir, 0, { top: dir, movedUp: 0 }), opts);
+  forgetHeld(held, root, rel, true);
+  await withDirBeneathIn(
+    fs,
+    held,
+    root,
+    rel,
+    (dir) => removeChildren(dir, 0, { top: dir, movedUp: 0 }),
+    opts,
+  );
 }
 
 const readNames = (dir: SafeDir): Promise<string[]> => dir.fs.readdirSome(dir.procPath, READDIR_BATCH);
@@ -765,6 +764,20 @@ export function mountPointsIn(table: readonly { mountPoint: string }[], path: st
 export interface SafeFs {
   /** The plain calls, for what is not beneath a root (a hostPath, a stat). */
   readonly ops: FsOps;
+  /**
+   * Runs one volume operation (a SetUp, a TearDown and their records) with
+   * the directories the walks of this SafeFs open inside it kept open until
+   * it ends: each step walks from the deepest directory an earlier step
+   * already opened (the pod's, its volumes directory) instead of from the
+   * root, one component at a time, and nothing else changes: every component
+   * not held is opened as before, no symlink is followed and no mount is
+   * entered. A held directory is the very one its walk checked (an fd),
+   * wherever it is moved meanwhile; one removed by removeAllBeneath is
+   * dropped so that a later step opens (or re-creates) it. Walks through
+   * another SafeFs, and work scheduled from inside that runs after the
+   * operation ended, hold nothing.
+   */
+  withHeldDirs<T>(fn: () => Promise<T>): Promise<T>;
   openRoot(path: string): Promise<SafeDir>;
   openDirBeneath(root: Root, rel: string, opts?: BeneathOptions): Promise<SafeDir>;
   withDirBeneath<T>(
@@ -781,30 +794,34 @@ export interface SafeFs {
   removeContentsBeneath(root: Root, rel: string, opts?: BeneathOptions): Promise<void>;
 }
 
-/** The primitives above on `fs` (a SafeDir root carries its own). */
+/**
+ * The primitives above on `fs` (a SafeDir root carries its own), with the
+ * held directories of the operations run through it (withHeldDirs): state of
+ * this host's SafeFs, never shared with another.
+ */
 export function createSafeFs(fs: FsOps): SafeFs {
+  // The operation a walk runs in, found from the call (a plugin's SetUp is
+  // handed no operation object): see withHeldDirs.
+  const operations = new AsyncLocalStorage<HeldDirs>();
+  const held = () => operations.getStore();
   return {
     ops: fs,
+    withHeldDirs: async (fn) => {
+      const dirs = new HeldDirs();
+      try {
+        return await operations.run(dirs, fn);
+      } finally {
+        await dirs.releaseAll();
+      }
+    },
     openRoot: (path) => SafeDir.openRoot(path, path, fs),
-    openDirBeneath: (root, rel, opts) => openDirBeneathIn(fs, root, rel, opts),
-    withDirBeneath: (root, rel, fn, opts) => withDirBeneathIn(fs, root, rel, fn, opts),
-    openPathBeneath: (root, rel, opts) => openPathBeneathIn(fs, root, rel, opts),
+    openDirBeneath: (root, rel, opts) => openDirBeneathIn(fs, held(), root, rel, opts),
+    withDirBeneath: (root, rel, fn, opts) => withDirBeneathIn(fs, held(), root, rel, fn, opts),
+    openPathBeneath: (root, rel, opts) => openPathBeneathIn(fs, held(), root, rel, opts),
     mkdirAllBeneath: async (root, rel, mode, opts) =>
-      (await openMkdirAllIn(fs, root, rel, mode, opts)).close(),
-    openMkdirAll: (root, rel, mode, opts) => openMkdirAllIn(fs, root, rel, mode, opts),
-    removeAllBeneath: (root, rel) => removeAllBeneathIn(fs, root, rel),
-    removeContentsBeneath: (root, rel, opts) => removeContentsBeneathIn(fs, root, rel, opts),
+      (await openMkdirAllIn(fs, held(), root, rel, mode, opts)).close(),
+    openMkdirAll: (root, rel, mode, opts) => openMkdirAllIn(fs, held(), root, rel, mode, opts),
+    removeAllBeneath: (root, rel) => removeAllBeneathIn(fs, held(), root, rel),
+    removeContentsBeneath: (root, rel, opts) => removeContentsBeneathIn(fs, held(), root, rel, opts),
   };
 }
-
-// The agent's own directories (records, orphan clean-up, drain) are always on the host's filesystem.
-const host = createSafeFs(nodeFsOps());
-export const {
-  openDirBeneath,
-  withDirBeneath,
-  openPathBeneath,
-  mkdirAllBeneath,
-  openMkdirAll,
-  removeAllBeneath,
-  removeContentsBeneath,
-} = host;

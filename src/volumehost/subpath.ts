@@ -15,14 +15,7 @@ import type { Logger } from '../logger.ts';
 import { cleanupMountPoint } from '../mount/cleanup.ts';
 import type * as mount from '../mount/types.ts';
 import { podDir } from './paths.ts';
-import {
-  openDirBeneath,
-  openPathBeneath,
-  relativeBeneath,
-  SafeDir,
-  UnsafePathError,
-  withDirBeneath,
-} from './safe-fs.ts';
+import { relativeBeneath, SafeDir, type SafeFs, UnsafePathError } from './safe-fs.ts';
 import { VolumeError } from './volume.ts';
 
 export const SUBPATH_DIR = 'volume-subpaths';
@@ -63,7 +56,13 @@ export const subpathTarget = (
   r: Pick<SubPathRequest, 'podUID' | 'volumeName' | 'containerName' | 'index'>,
 ) => join(podDir(root, r.podUID), SUBPATH_DIR, r.volumeName, r.containerName, String(r.index));
 
-export function createSubPather(o: { rootDir: string; mounter: mount.Interface; logger: Logger }): SubPather {
+export function createSubPather(o: {
+  rootDir: string;
+  mounter: mount.Interface;
+  /** The host's (VolumeHost.getFs): an unmount's clean-up walks with its operation's held directories. */
+  fs: SafeFs;
+  logger: Logger;
+}): SubPather {
   const log = o.logger.child({ component: 'subpath' });
 
   /**
@@ -146,7 +145,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
     const fh =
       rel === ''
         ? await open(volumePath, 'r')
-        : await openPathBeneath(volumePath, rel, { crossMounts: true });
+        : await o.fs.openPathBeneath(volumePath, rel, { crossMounts: true });
     try {
       const st = await fh.stat();
       if (st.isSymbolicLink()) throw new UnsafePathError('symlink', path, 'unexpected symlink found');
@@ -293,7 +292,7 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
   async function cleanSubPaths(podUID: string, volumeName: string): Promise<void> {
     let subpaths: SafeDir;
     try {
-      subpaths = await openDirBeneath(
+      subpaths = await o.fs.openDirBeneath(
         o.rootDir,
         relativeBeneath(o.rootDir, join(podDir(o.rootDir, podUID), SUBPATH_DIR)),
       );
@@ -309,11 +308,13 @@ export function createSubPather(o: { rootDir: string; mounter: mount.Interface; 
       await subpaths.close();
     }
     // The pod's volume-subpaths directory goes with its last volume.
-    await withDirBeneath(o.rootDir, relativeBeneath(o.rootDir, podDir(o.rootDir, podUID)), (pd) =>
-      pd.fs.rmdir(pd.child(SUBPATH_DIR)),
-    ).catch((err) => {
-      if (!['ENOTEMPTY', 'EEXIST', 'ENOENT'].includes(errnoCode(err) ?? '')) throw err;
-    });
+    await o.fs
+      .withDirBeneath(o.rootDir, relativeBeneath(o.rootDir, podDir(o.rootDir, podUID)), (pd) =>
+        pd.fs.rmdir(pd.child(SUBPATH_DIR)),
+      )
+      .catch((err) => {
+        if (!['ENOTEMPTY', 'EEXIST', 'ENOENT'].includes(errnoCode(err) ?? '')) throw err;
+      });
   }
 
   return { prepare, cleanSubPaths };

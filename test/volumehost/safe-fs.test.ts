@@ -5,21 +5,22 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { errnoCode } from '../../src/errno.ts';
 import { type FsOps, nodeFsOps } from '../../src/volumehost/fs.ts';
-import {
-  createSafeFs,
-  mkdirAllBeneath,
-  openDirBeneath,
-  openPathBeneath,
-  relativeBeneath,
-  removeAllBeneath,
-  removeContentsBeneath,
-  UnsafePathError,
-  withDirBeneath,
-  withHeldDirs,
-} from '../../src/volumehost/safe-fs.ts';
+import { createSafeFs, relativeBeneath, UnsafePathError } from '../../src/volumehost/safe-fs.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { precious, startSwapper } from '../helpers/swapper.ts';
 import { scratchDir, sh } from '../mount/helpers.ts';
+
+// The host's filesystem, as a VolumeHost hands it to plugins (getFs).
+const host = createSafeFs(nodeFsOps());
+const {
+  mkdirAllBeneath,
+  openDirBeneath,
+  openPathBeneath,
+  removeAllBeneath,
+  removeContentsBeneath,
+  withDirBeneath,
+  withHeldDirs,
+} = host;
 
 async function fill(dir: string, files: number): Promise<void> {
   await mkdir(dir, { recursive: true });
@@ -220,7 +221,7 @@ test('withHeldDirs: later walks of one operation start from the directories earl
   const sfs = createSafeFs(fs);
   await mkdir(join(root, 'pods/u/volumes/plugin/vol'), { recursive: true });
   const fdsBefore = openFds();
-  await withHeldDirs(async () => {
+  await sfs.withHeldDirs(async () => {
     await sfs.mkdirAllBeneath(root, 'pods/u/volumes/plugin/vol');
     const first = fs.opens;
     assert.equal(first, 6, 'the root and five components');
@@ -253,6 +254,23 @@ test('withHeldDirs: later walks of one operation start from the directories earl
   await sfs.mkdirAllBeneath(root, 'pods/u/volumes');
   await sfs.mkdirAllBeneath(root, 'pods/u/volumes');
   assert.equal(fs.opens, before + 8);
+});
+
+test('withHeldDirs holds the walks of its own SafeFs only: another host is untouched by the operation', async (t) => {
+  const root = await tempDir(t);
+  await mkdir(join(root, 'pods/u'), { recursive: true });
+  const mine = countingFs(nodeFsOps({ openat2: false }));
+  const other = countingFs(nodeFsOps({ openat2: false }));
+  const sfs = createSafeFs(mine);
+  const otherSfs = createSafeFs(other);
+  await sfs.withHeldDirs(async () => {
+    await sfs.mkdirAllBeneath(root, 'pods/u');
+    await otherSfs.mkdirAllBeneath(root, 'pods/u');
+    await otherSfs.mkdirAllBeneath(root, 'pods/u');
+    await sfs.mkdirAllBeneath(root, 'pods/u');
+  });
+  assert.equal(mine.opens, 3, 'the root and two components, once: the second walk reuses them');
+  assert.equal(other.opens, 6, 'the other SafeFs opens everything every time');
 });
 
 test('withHeldDirs: a held directory is the one its walk checked, wherever it is moved', async (t) => {

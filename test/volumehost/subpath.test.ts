@@ -8,6 +8,8 @@ import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { LinuxMounter } from '../../src/mount/linux.ts';
+import { nodeFsOps } from '../../src/volumehost/fs.ts';
+import { createSafeFs } from '../../src/volumehost/safe-fs.ts';
 import { createSubPather, SUBPATH_DIR } from '../../src/volumehost/subpath.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { isBelow, mountTable } from '../helpers/mounts.ts';
@@ -26,6 +28,7 @@ async function setup(t: import('node:test').TestContext) {
   const subPaths = createSubPather({
     rootDir: root,
     mounter: new LinuxMounter({ systemd: 'off' }),
+    fs: createSafeFs(nodeFsOps()),
     logger: pino({ level: 'silent' }),
   });
   const req = { podUID: 'p1', volumeName: 'data', volumePath: volume, containerName: 'app' };

@@ -270,7 +270,7 @@ class LimitExceeded extends Error {
   }
 }
 
-const COLLECTIONS = new Set(['block-map', 'block-seq', 'flow-collection']);
+const COLLECTIONS: ReadonlySet<string> = new Set(['block-map', 'block-seq', 'flow-collection']);
 
 /**
  * yaml's parser, one lexical token at a time, refusing a document that grows

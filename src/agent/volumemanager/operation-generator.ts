@@ -6,7 +6,7 @@ import { UNRESPONSIVE_AFTER_MS } from '../../mount/deadline-stat.ts';
 import { nodeAffinityMismatch } from '../../plugins/util/node-affinity.ts';
 import type { VolumeReason } from '../../reasons.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
-import { relativeBeneath, withHeldDirs } from '../../volumehost/safe-fs.ts';
+import { relativeBeneath } from '../../volumehost/safe-fs.ts';
 import {
   isNodeExpandable,
   type MounterArgs,
@@ -97,7 +97,8 @@ export async function failIfUnresponsive(
 /**
  * kubelet's GenerateMountVolumeFunc: make the pod directories, write the
  * record, SetUp, record the result. One walk from the root to the pod's
- * directories for all of it (withHeldDirs).
+ * directories for all of it (the host fs's withHeldDirs: its plugin's walks
+ * go through the same SafeFs, VolumeHost.getFs).
  */
 export function mountVolume(
   ctx: OperationContext,
@@ -105,7 +106,7 @@ export function mountVolume(
   pod: V1Pod,
   prev: MountedVolume | undefined,
 ): Promise<void> {
-  return withHeldDirs(() => mountVolumeSteps(ctx, d, pod, prev));
+  return ctx.host.getFs().withHeldDirs(() => mountVolumeSteps(ctx, d, pod, prev));
 }
 
 async function mountVolumeSteps(
@@ -246,10 +247,10 @@ export async function forceUnmountUnresponsive(
 /**
  * kubelet's GenerateUnmountVolumeFunc: TearDown, then forget the volume and
  * its record. One walk from the root to the pod's directories for the subPath
- * clean-up, the TearDown and the record (withHeldDirs).
+ * clean-up, the TearDown and the record (the host fs's withHeldDirs).
  */
 export function unmountVolume(ctx: OperationContext, v: MountedVolume): Promise<void> {
-  return withHeldDirs(() => unmountVolumeSteps(ctx, v));
+  return ctx.host.getFs().withHeldDirs(() => unmountVolumeSteps(ctx, v));
 }
 
 async function unmountVolumeSteps(ctx: OperationContext, v: MountedVolume): Promise<void> {

@@ -81,7 +81,7 @@ export async function cleanupOrphanedPodDirs(
     return;
   }
   for (const uid of orphans) {
-    if (!(await podOwned(rootDir, uid))) {
+    if (!(await podOwned(ctx.host.getFs(), rootDir, uid))) {
       const msg = 'pod directory not created or adopted by podvol (no record under podvol/pods): left alone';
       if (housekeepingErrors.get(uid) !== msg) logger.warn({ podUID: uid }, msg);
       housekeepingErrors.set(uid, msg);

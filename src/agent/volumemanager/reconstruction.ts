@@ -55,7 +55,7 @@ export async function reconstructVolumes(ctx: VolumeManagerContext): Promise<Fai
 async function reconstructPod(ctx: VolumeManagerContext, uid: string): Promise<FailedReconstruction[]> {
   const root = ctx.rootDir;
   const failed: FailedReconstruction[] = [];
-  if (!(await podOwned(root, uid))) {
+  if (!(await podOwned(ctx.host.getFs(), root, uid))) {
     ctx.logger.warn(
       { podUID: uid },
       'pod directory not created or adopted by podvol (no podvol record): not reconstructed, left alone',
@@ -132,7 +132,7 @@ export async function reconstructVolume(
 ): Promise<boolean> {
   try {
     const plugin = ctx.pluginMgr.findPluginByName(pluginName);
-    const record = await findRecordByInnerName(ctx.rootDir, uid, pluginName, innerName);
+    const record = await findRecordByInnerName(ctx.host.getFs(), ctx.rootDir, uid, pluginName, innerName);
     const volumeName = record?.volumeName ?? innerName;
     const key = volumeKey(uid, volumeName);
     if (ctx.asw.get(key)) return true;

@@ -3,7 +3,6 @@
 // the pod's namespace and name). Kept outside the pod directory
 // (<root>/podvol/pods/<uid>), so nothing podvol writes lives where containers
 // see it; orphan cleanup removes a pod's records with its pod directory.
-import { lstat, readdir, readFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import type { V1PersistentVolume, V1Volume } from '@kubernetes/client-node';
 import { fieldOf } from '../../errno.ts';
@@ -37,7 +36,8 @@ export interface VolumeRecord {
 const recordPath = (root: string, podUID: string, pluginName: string, volumeName: string) =>
   join(podVolumeRecordsDir(root, podUID), escapeQualifiedName(pluginName), `${volumeName}.json`);
 
-// Written on the filesystem the host hands plugins, so `podvol plan` shows the record the daemon writes.
+// Written and read on the filesystem the host hands plugins, so `podvol plan` shows the record the daemon
+// writes and reconstruction reads what was written there.
 export async function writeRecord(fs: SafeFs, root: string, r: VolumeRecord): Promise<void> {
   const path = recordPath(root, r.podUID, r.pluginName, r.volumeName);
   const name = basename(path);
@@ -51,6 +51,7 @@ export async function writeRecord(fs: SafeFs, root: string, r: VolumeRecord): Pr
 }
 
 export async function readRecord(
+  fs: SafeFs,
   root: string,
   podUID: string,
   pluginName: string,
@@ -58,7 +59,7 @@ export async function readRecord(
 ): Promise<VolumeRecord | undefined> {
   try {
     return parseOwnDocument<VolumeRecord>(
-      await readFile(recordPath(root, podUID, pluginName, volumeName), 'utf8'),
+      (await fs.ops.readFile(recordPath(root, podUID, pluginName, volumeName))).toString('utf8'),
       (d) => fieldOf(d, 'version') === 1 && fieldOf(fieldOf(d, 'volume'), 'name') === volumeName,
     );
   } catch {
@@ -78,22 +79,23 @@ export async function removeRecord(
 
 /** The record of the pod's volume whose directory is `innerName` (a claim's volume lives under the PV's name). */
 export async function findRecordByInnerName(
+  fs: SafeFs,
   root: string,
   podUID: string,
   pluginName: string,
   innerName: string,
 ): Promise<VolumeRecord | undefined> {
-  const direct = await readRecord(root, podUID, pluginName, innerName);
+  const direct = await readRecord(fs, root, podUID, pluginName, innerName);
   if (direct && (direct.innerName ?? direct.volumeName) === innerName) return direct;
   let names: string[];
   try {
-    names = await readdir(join(podVolumeRecordsDir(root, podUID), escapeQualifiedName(pluginName)));
+    names = await fs.ops.readdir(join(podVolumeRecordsDir(root, podUID), escapeQualifiedName(pluginName)));
   } catch {
     return undefined;
   }
   for (const n of names) {
     if (!n.endsWith('.json')) continue;
-    const r = await readRecord(root, podUID, pluginName, n.slice(0, -'.json'.length));
+    const r = await readRecord(fs, root, podUID, pluginName, n.slice(0, -'.json'.length));
     if (r && r.innerName === innerName) return r;
   }
   return undefined;
@@ -109,9 +111,9 @@ export async function markPodOwned(fs: SafeFs, root: string, podUID: string): Pr
   await fs.mkdirAllBeneath(root, relativeBeneath(root, podVolumeRecordsDir(root, podUID)), 0o750);
 }
 
-export async function podOwned(root: string, podUID: string): Promise<boolean> {
+export async function podOwned(fs: SafeFs, root: string, podUID: string): Promise<boolean> {
   try {
-    return (await lstat(podVolumeRecordsDir(root, podUID))).isDirectory();
+    return (await fs.ops.lstat(podVolumeRecordsDir(root, podUID))).isDirectory();
   } catch {
     return false;
   }

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { join, posix } from 'node:path';
 import { errnoCode, errorMessage } from '../../errno.ts';
 import { type FsOps, nodeFsOps, O_CREAT, O_NOFOLLOW, O_TRUNC, O_WRONLY } from '../../volumehost/fs.ts';
-import { removeAllBeneath, type SafeDir } from '../../volumehost/safe-fs.ts';
+import { createSafeFs, type SafeDir } from '../../volumehost/safe-fs.ts';
 
 export interface FileProjection {
   data: Uint8Array | string;
@@ -270,6 +270,9 @@ export async function writeAtomically(
   const targetDir = typeof target === 'string' ? target : target.procPath;
   const shownDir = typeof target === 'string' ? target : target.path;
   const fs = typeof target === 'string' ? nodeFsOps() : target.fs;
+  // Removals below the target, on its filesystem: the target is its root, so
+  // no operation's held directories apply and a SafeFs of its own serves.
+  const safe = createSafeFs(fs);
   try {
     await fs.stat(targetDir);
   } catch (err) {
@@ -330,7 +333,7 @@ export async function writeAtomically(
       throw new AtomicWriteError(ctx, 'error creating new ts data directory', err);
     }
     const tsDirName = posix.basename(tsDir);
-    const discardTsDir = () => removeAllBeneath(target, tsDirName).catch(() => {});
+    const discardTsDir = () => safe.removeAllBeneath(target, tsDirName).catch(() => {});
 
     // (6) payload, (7) ownership hook
     try {
@@ -396,7 +399,7 @@ export async function writeAtomically(
   // (12) the previous ts dir
   if (oldTsDir !== '') {
     try {
-      await removeAllBeneath(target, oldTsDir);
+      await safe.removeAllBeneath(target, oldTsDir);
     } catch (err) {
       throw new AtomicWriteError(ctx, `error removing old data directory ${oldTsDir}`, err);
     }
