@@ -20,6 +20,7 @@ import type {
 } from '@kubernetes/client-node';
 import { errorMessage, fieldOf } from '../../errno.ts';
 import { escapeQualifiedName } from '../../volumehost/paths.ts';
+import { hostSELinuxEnabled } from '../../volumehost/selinux-host.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import {
   type Attributes,
@@ -34,7 +35,7 @@ import {
 } from '../../volumehost/volume.ts';
 import { KeyedMutex } from '../util/keyed-mutex.ts';
 import { volumeByteSize } from '../util/quantity.ts';
-import { addSELinuxMountOption, hostSELinuxEnabled, mountSELinuxLabel } from '../util/selinux.ts';
+import { addSELinuxMountOption, mountSELinuxLabel } from '../util/selinux.ts';
 import { setVolumeOwnership } from '../volume-ownership.ts';
 import { type AccessMode, CSIClient, type NodeCapability, type VolumeCapability } from './client.ts';
 import type { DriversStore } from './drivers.ts';

@@ -2,32 +2,8 @@
 // with (`-o context=...`) instead of the container runtime relabelling every
 // file of it, and when that applies. Only CSI uses it (a CSIDriver with
 // seLinuxMount: true).
-import { readFileSync } from 'node:fs';
 import type { V1Pod, V1SELinuxOptions } from '@kubernetes/client-node';
 import { type Spec, VolumeError } from '../../volumehost/volume.ts';
-
-/**
- * go-selinux's GetEnabled, which kubelet's translator asks first: selinuxfs is
- * mounted and this process runs with a label other than "kernel". On a host
- * without SELinux (no selinuxfs; /proc/self/attr/current refuses to be read)
- * kubelet does nothing SELinux-specific at all, and neither does podvol.
- */
-export function hostSELinuxEnabled(): boolean {
-  let mountinfo: string;
-  try {
-    mountinfo = readFileSync('/proc/self/mountinfo', 'utf8');
-  } catch {
-    return false;
-  }
-  // The filesystem type follows the " - " separator of each mountinfo line.
-  if (!mountinfo.split('\n').some((l) => l.split(' - ')[1]?.startsWith('selinuxfs '))) return false;
-  try {
-    const label = readFileSync('/proc/self/attr/current', 'utf8').replace(/\0+$/, '').trim();
-    return label !== '' && label !== 'kernel';
-  } catch {
-    return false;
-  }
-}
 
 /**
  * kubelet's SELinuxOptionsToFileLabel for a container's seLinuxOptions, with

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { sha256Hex } from '../../../src/plugins/csi/vol-data.ts';
-import { hostSELinuxEnabled } from '../../../src/plugins/util/selinux.ts';
+import { hostSELinuxEnabled } from '../../../src/volumehost/selinux-host.ts';
 import { VolumeError } from '../../../src/volumehost/volume.ts';
 import { readCalls } from '../../csi/driver.ts';
 import { claimVolume, type Harness, startHarness } from '../../csi/harness.ts';
