@@ -4,61 +4,23 @@
 // translates as csi-translation-lib does; the CSINode says which in-tree
 // plugins this node serves through CSI.
 import assert from 'node:assert/strict';
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { sha256Hex } from '../../src/plugins/csi/vol-data.ts';
-import { addNode } from '../apiserver/node.ts';
-import { startTestApiServer } from '../apiserver/server.ts';
-import { readCalls, startTestDriver, writeDriverConfig } from '../csi/driver.ts';
-import { startTestRegistrar } from '../csi/registrar.ts';
-import { startPodvol, volumeOf, waitFor, waitGone } from '../helpers/daemon.ts';
-import { mountTest, tempDir } from '../helpers/mountns.ts';
+import { readCalls } from '../csi/driver.ts';
+import { volumeOf, waitFor, waitGone } from '../helpers/daemon.ts';
+import { mountTest } from '../helpers/mountns.ts';
 import { mountsBelow } from '../helpers/mounts.ts';
 import { uidOf } from '../helpers/pods.ts';
+import { csiCluster, mounted } from './csi/harness.ts';
 
 const DRIVER = 'pd.csi.storage.gke.io';
 
+/** The test driver under GCE PD's name, and podvol against the test API server. */
 async function gceCluster(t: TestContext) {
-  const api = await startTestApiServer();
-  t.after(() => api.close());
-  const base = await tempDir(t, 'pv-csi-migration-');
-  const kubeconfig = await api.kubeconfigPath(base);
-  addNode(api.store, 'testnode');
-  api.store.create('csidrivers', { metadata: { name: DRIVER }, spec: { attachRequired: false } });
-  const root = join(base, 'root');
-  const stateDir = join(base, 'driver');
-  writeDriverConfig(stateDir, { name: DRIVER, nodeID: 'gce-node-1', capabilities: ['STAGE_UNSTAGE_VOLUME'] });
-  await mkdir(join(root, 'plugins', DRIVER), { recursive: true });
-  await mkdir(join(root, 'plugins_registry'), { recursive: true });
-  const driver = await startTestDriver(join(root, 'plugins', DRIVER, 'csi.sock'), stateDir);
-  t.after(() => driver.stop());
-  const registrar = await startTestRegistrar({
-    registrationDir: join(root, 'plugins_registry'),
-    driverName: DRIVER,
-    endpoint: driver.socket,
-  });
-  t.after(() => registrar.stop());
-  const p = await startPodvol({
-    rootDir: root,
-    extra: ['--kubeconfig', kubeconfig, '--teardown-settle-period', '0s'],
-  });
-  t.after(() => p.stop());
-  return { api, root, stateDir, p };
-}
-
-async function mounted(p: Awaited<ReturnType<typeof startPodvol>>, pod: string, volume: string) {
-  let last: unknown;
-  return waitFor(
-    `${pod}/${volume} mounted`,
-    async () => {
-      last = await volumeOf(p, pod, volume);
-      return (last as { state?: string } | undefined)?.state === 'mounted' ? last : undefined;
-    },
-    30_000,
-  ).catch((err: Error) => {
-    throw new Error(`${err.message}; last status: ${JSON.stringify(last)}`);
-  });
+  const c = await csiCluster(t, { driver: { name: DRIVER, nodeID: 'gce-node-1', topology: {} } });
+  return { ...c, p: await c.start() };
 }
 
 mountTest(

@@ -32,6 +32,8 @@ export interface Options {
 }
 
 export async function csiCluster(t: TestContext, o: Options = {}) {
+  // The driver's name: the test driver's own, or one it stands in for (a migrated in-tree plugin's).
+  const name = o.driver?.name ?? DRIVER;
   const api = await startTestApiServer();
   t.after(() => api.close());
   const base = await tempDir(t, 'pv-csi-');
@@ -40,14 +42,14 @@ export async function csiCluster(t: TestContext, o: Options = {}) {
   addNode(api.store, 'testnode');
   if (o.csiDriver !== null) {
     store.create('csidrivers.storage.k8s.io', {
-      metadata: { name: DRIVER },
+      metadata: { name },
       spec: { attachRequired: false, ...(o.csiDriver ?? {}) },
     });
   }
   const root = join(base, 'root');
   const stateDir = join(base, 'driver');
   writeDriverConfig(stateDir, {
-    name: DRIVER,
+    name,
     nodeID: 'csi-node-1',
     maxVolumesPerNode: 16,
     topology: { 'topology.test.csi/zone': 'zone-a' },
@@ -55,14 +57,14 @@ export async function csiCluster(t: TestContext, o: Options = {}) {
     ...o.driver,
   });
   // The node plugin's DaemonSet: its socket under podvol's plugins dir, the registrar in plugins_registry.
-  const pluginSocketDir = join(root, 'plugins', DRIVER);
+  const pluginSocketDir = join(root, 'plugins', name);
   await mkdir(pluginSocketDir, { recursive: true });
   await mkdir(join(root, 'plugins_registry'), { recursive: true });
   const driver = await startTestDriver(join(pluginSocketDir, 'csi.sock'), stateDir);
   t.after(() => driver.stop());
   const registrar = await startTestRegistrar({
     registrationDir: join(root, 'plugins_registry'),
-    driverName: DRIVER,
+    driverName: name,
     endpoint: driver.socket,
   });
   t.after(() => registrar.stop());
