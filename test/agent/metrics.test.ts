@@ -4,8 +4,18 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { createMetrics } from '../../src/agent/metrics.ts';
 
-const metricsWith = (counts: { plugin: string; desired: number; actual: number }[]) =>
-  createMetrics({ version: 't', volumeCounts: () => counts, volumeStates: () => [], podSources: () => [] });
+/** Metrics over fixed sources: the volume counts and emptyDir samples given, nothing else. */
+const metricsWith = (
+  counts: { plugin: string; desired: number; actual: number }[],
+  emptyDirs: NonNullable<Parameters<typeof createMetrics>[0]['emptyDirs']> = () => [],
+) =>
+  createMetrics({
+    version: 't',
+    volumeCounts: () => counts,
+    volumeStates: () => [],
+    podSources: () => [],
+    emptyDirs,
+  });
 
 test('volume_manager_total_volumes has no zero-valued series, as kubelet collects it', async () => {
   const m = metricsWith([
@@ -21,16 +31,10 @@ test('volume_manager_total_volumes has no zero-valued series, as kubelet collect
 });
 
 test('emptyDir usage and sizeLimit per namespace, pod name and volume; a limit series only where there is a limit', async () => {
-  const m = createMetrics({
-    version: 't',
-    volumeCounts: () => [],
-    volumeStates: () => [],
-    podSources: () => [],
-    emptyDirs: () => [
-      { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 3_145_728, sizeLimitBytes: 2_097_152 },
-      { namespace: 'shop', pod: 'web-0', volume: 'tmp', usedBytes: 4096 },
-    ],
-  });
+  const m = metricsWith([], () => [
+    { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 3_145_728, sizeLimitBytes: 2_097_152 },
+    { namespace: 'shop', pod: 'web-0', volume: 'tmp', usedBytes: 4096 },
+  ]);
   const series = async (name: string) =>
     (await m.registry.getSingleMetricAsString(name)).split('\n').filter((l) => l.startsWith(`${name}{`));
   assert.deepEqual(await series('podvol_emptydir_used_bytes'), [
@@ -43,17 +47,11 @@ test('emptyDir usage and sizeLimit per namespace, pod name and volume; a limit s
 });
 
 test('two pods of one name (one recreated while the old one is still mounted) give one pair of series: the fuller volume', async () => {
-  const m = createMetrics({
-    version: 't',
-    volumeCounts: () => [],
-    volumeStates: () => [],
-    podSources: () => [],
-    emptyDirs: () => [
-      { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 900, sizeLimitBytes: 1000 },
-      { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 1500, sizeLimitBytes: 1000 },
-      { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 1800, sizeLimitBytes: 4000 },
-    ],
-  });
+  const m = metricsWith([], () => [
+    { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 900, sizeLimitBytes: 1000 },
+    { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 1500, sizeLimitBytes: 1000 },
+    { namespace: 'shop', pod: 'web-0', volume: 'scratch', usedBytes: 1800, sizeLimitBytes: 4000 },
+  ]);
   const text = await m.registry.metrics();
   assert.match(text, /^podvol_emptydir_used_bytes\{[^}]*\} 1500$/m);
   assert.match(text, /^podvol_emptydir_size_limit_bytes\{[^}]*\} 1000$/m);
