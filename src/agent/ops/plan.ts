@@ -235,7 +235,7 @@ async function run(
   const setUp = await stateBelow(ctx);
   for (const pod of pods) {
     const uid = pod.metadata?.uid ?? '';
-    for (const v of ops.asw.all().filter((x) => x.podUID === uid)) {
+    for (const v of ops.asw.forPod(uid)) {
       label = { phase: 'teardown', pod: podLabel(pod), volume: v.volumeName };
       try {
         await unmountVolume(ops, v);
