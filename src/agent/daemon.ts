@@ -7,6 +7,7 @@ import { Server as HttpsServer } from 'node:https';
 import { resolve } from 'node:path';
 import { errnoCode, errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
+import type { WhileWaiting } from '../mount/deadline-stat.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
 import { nodeFsOps } from '../volumehost/fs.ts';
@@ -111,6 +112,9 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
   let observeCSI: (driver: string, method: string, code: string, seconds: number) => void = () => {};
   // The desired state's specs, for the CSI plugin's unstage decision (set once the volume manager exists).
   let desiredVolumes: () => Iterable<Spec | undefined> = () => [];
+  // How an operation waits on a filesystem that may not answer: without its pool slot, once the
+  // volume manager (whose pool it is) exists.
+  let whileWaiting: WhileWaiting = (wait) => wait();
   /** The last error of each staged volume the housekeeping sweep could not unstage. */
   const unstageErrors = new Map<string, string>();
   const { mounter, pluginMgr, host, drivers, csi, pluginWatcher } = createVolumeStack({
@@ -126,6 +130,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
     csiNodeInfo: o.cluster?.csiNodeInfo,
     hostRoot: o.hostRoot,
     waitForAttachTimeoutMs: o.waitForAttachTimeoutMs,
+    whileWaiting: (wait) => whileWaiting(wait),
   });
   const sources: PodSource[] = [...(o.cluster?.sources ?? [])];
   if (o.podManifestPath) {
@@ -248,6 +253,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
     },
   });
   desiredVolumes = () => vm.dsw.volumesToMount().map((d) => d.spec);
+  whileWaiting = (wait) => vm.executor.whileWaiting(wait);
   if (o.cluster) {
     // Imported here: it needs the Kubernetes client, which standalone mode never loads.
     const { VolumesInUseReporter } = await import('./volumes-in-use.ts');

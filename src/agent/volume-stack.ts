@@ -6,7 +6,7 @@
 // the daemon would.
 import { resolve } from 'node:path';
 import type { Logger } from '../logger.ts';
-import { StatProbe } from '../mount/deadline-stat.ts';
+import { StatProbe, type WhileWaiting } from '../mount/deadline-stat.ts';
 import { createThreadRunner } from '../mount/exec.ts';
 import { createLinuxMounter } from '../mount/linux.ts';
 import type * as mount from '../mount/types.ts';
@@ -42,6 +42,8 @@ export interface VolumeStackOptions {
   waitForAttachTimeoutMs?: number;
   /** CSI: the CSINode/annotation manager a driver's registration updates; none without a cluster. */
   csiNodeInfo?: NodeInfoManager;
+  /** How an operation waits on a filesystem that may not answer: the volume manager's executor's whileWaiting. */
+  whileWaiting?: WhileWaiting;
 }
 
 export interface VolumeStack {
@@ -65,7 +67,7 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
     nodeName: o.nodeName,
     hostRoot: o.hostRoot,
     mounter,
-    statProbe: new StatProbe({ runner }),
+    statProbe: new StatProbe({ runner, whileWaiting: o.whileWaiting }),
     pluginMgr,
     cluster: o.cluster,
     logger: log,

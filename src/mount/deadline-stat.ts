@@ -16,6 +16,10 @@
 // the volume would leave one more such child behind. So a StatProbe runs at
 // most one probe per path at a time: callers while it runs share its result,
 // and after it timed out they get that result at once until the child is gone.
+//
+// While a caller waits on a probe, it need not hold a slot of the operation
+// pool: the probe runs each wait through the `whileWaiting` it was given (the
+// volume manager's OperationExecutor.whileWaiting, which lends the slot out).
 import { type CommandRunner, createExecaRunner, createThreadRunner } from './exec.ts';
 import type { MountInfo } from './types.ts';
 
@@ -112,6 +116,15 @@ async function probeOnce(
 }
 
 /**
+ * Runs a wait that may last until its deadline because a filesystem does not
+ * answer; the operation pool gives the calling operation's slot to others
+ * meanwhile (OperationExecutor.whileWaiting). The default just waits.
+ */
+export type WhileWaiting = <T>(wait: () => Promise<T>) => Promise<T>;
+
+const justWait: WhileWaiting = (wait) => wait();
+
+/**
  * The daemon's stat probes (one per daemon, handed out by the volume host): at
  * most one child per path and mode at a time. A caller arriving while a probe
  * runs gets that probe's result; once it timed out, callers get the timed-out
@@ -121,11 +134,23 @@ async function probeOnce(
 export class StatProbe {
   readonly #runner: CommandRunner;
   readonly #timeoutMs: number;
-  readonly #inFlight = new Map<string, Promise<DeadlineStat>>();
+  /** Per path and mode: the probe's result, and whether it is in (its child may still live). */
+  readonly #inFlight = new Map<string, { result: Promise<DeadlineStat>; answered: boolean }>();
+  readonly #whileWaiting: WhileWaiting;
 
-  constructor(opts: { runner?: CommandRunner; timeoutMs?: number } = {}) {
+  constructor(opts: { runner?: CommandRunner; timeoutMs?: number; whileWaiting?: WhileWaiting } = {}) {
     this.#runner = opts.runner ?? createThreadRunner();
     this.#timeoutMs = opts.timeoutMs ?? UNRESPONSIVE_AFTER_MS;
+    this.#whileWaiting = opts.whileWaiting ?? justWait;
+  }
+
+  /**
+   * Runs `wait` (on a filesystem that may not answer: its probe, a umount of
+   * it with a deadline) the way this probe's own waits run: without the
+   * caller's slot in the operation pool.
+   */
+  whileWaiting<T>(wait: () => Promise<T>): Promise<T> {
+    return this.#whileWaiting(wait);
   }
 
   /** Probes whose child has not exited yet (at most one per path and mode). */
@@ -136,15 +161,20 @@ export class StatProbe {
   stat(path: string, opts: { follow?: boolean } = {}): Promise<DeadlineStat> {
     const key = `${opts.follow ? 'L' : 'l'}${path}`;
     const running = this.#inFlight.get(key);
-    if (running) return running;
+    // A timed-out result answers at once: nothing to wait on.
+    if (running?.answered) return running.result;
+    if (running) return this.#whileWaiting(() => running.result);
     const probe = probeOnce(path, { follow: opts.follow, timeoutMs: this.#timeoutMs, runner: this.#runner });
-    const result = probe.then((p) => p.result);
-    this.#inFlight.set(key, result);
+    const entry = { result: probe.then((p) => p.result), answered: false };
+    this.#inFlight.set(key, entry);
     const forget = () => {
-      if (this.#inFlight.get(key) === result) this.#inFlight.delete(key);
+      if (this.#inFlight.get(key) === entry) this.#inFlight.delete(key);
     };
-    void probe.then((p) => (p.exited ? p.exited.then(forget) : forget()), forget);
-    return result;
+    void probe.then((p) => {
+      entry.answered = true;
+      return p.exited ? p.exited.then(forget) : forget();
+    }, forget);
+    return this.#whileWaiting(() => entry.result);
   }
 
   /** unresponsiveMounts through this probe. */

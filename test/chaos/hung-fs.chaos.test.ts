@@ -192,7 +192,11 @@ mountTest('chaos: a hung FUSE filesystem fails only its volume; teardown and shu
 
   figure(t, 'hung filesystem: other pods mount latency, normal', pct(normal));
   figure(t, 'hung filesystem: other pods mount latency, with a hung FUSE filesystem', pct(withHung));
-  figure(t, 'hung filesystem: latency ratio p50 (goal <= 1.5)', (median(withHung) / median(normal)).toFixed(2));
+  figure(
+    t,
+    'hung filesystem: latency ratio p50 (goal <= 1.5)',
+    (median(withHung) / median(normal)).toFixed(2),
+  );
   // The first pod after the hung pod's probes started is the one a held slot would delay most.
   figure(t, 'hung filesystem: latency ratio max', (Math.max(...withHung) / Math.max(...normal)).toFixed(2));
   figure(t, 'hung filesystem: /healthz while hung', pct(health));

@@ -4,7 +4,10 @@
 // kubelet, the operations running at once are bounded (a pool): one pod with a
 // thousand volumes must not start a thousand mount(8) processes at once; the
 // reconciler offers the rest again on its next pass. How the pool's slots are
-// shared between pods is decided here and nowhere else (offer()).
+// shared between pods is decided here and nowhere else (offer()), and so is
+// when an operation gives its slot back before it ends: while it waits on a
+// filesystem that may not answer (whileWaiting()).
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { availableParallelism } from 'node:os';
 
 export const initialDurationBeforeRetryMs = 500;
@@ -28,6 +31,16 @@ export interface Operation {
   fn: () => Promise<void>;
 }
 
+/** A running operation's hold on the pool, found from its async context (whileWaiting). */
+interface Slot {
+  readonly group: string;
+  /** It holds one of the pool's slots now (false while it waits without one). */
+  held: boolean;
+  ended: boolean;
+  /** Set while it waits in #resuming: hands it the slot that freed. */
+  resume?: () => void;
+}
+
 /** The key group an operation counts against in the pool: its pod (the key up to and with the first '/'). */
 const groupOf = (key: string) => key.slice(0, key.indexOf('/') + 1 || key.length);
 
@@ -45,15 +58,32 @@ export class OperationExecutor {
   /** Running operations per key group (the pod UID before the first '/'). */
   readonly #groupRunning = new Map<string, number>();
   readonly #settled: (operationName: string, ok: boolean) => void;
+  readonly #lent: () => void;
+  /** The slot of the operation a call comes from (a plugin's SetUp is handed no operation object). */
+  readonly #slots = new AsyncLocalStorage<Slot>();
+  /** Operations waiting on a filesystem without a slot (whileWaiting): at most the pool's size. */
+  #waiting = 0;
+  /**
+   * Operations whose wait ended, each waiting for a slot to go on; a slot that
+   * frees goes to the first of them, so while any waits here the pool is full
+   * and offer() starts nothing new.
+   */
+  readonly #resuming: Slot[] = [];
 
-  /** `settled` is called after every operation ends, successful or not (its result is then in state()). */
+  /**
+   * `settled` is called after every operation ends, successful or not (its
+   * result is then in state()); `lent` when a running operation gave its slot
+   * back to wait (whileWaiting), so that the caller offers what waits again.
+   */
   constructor(
     now: () => number = Date.now,
     maxConcurrent = defaultMaxConcurrentOperations(),
     settled: (operationName: string, ok: boolean) => void = () => {},
+    lent: () => void = () => {},
   ) {
     this.#now = now;
     this.#settled = settled;
+    this.#lent = lent;
     this.#max = Math.max(1, maxConcurrent);
     this.#share = Math.max(1, Math.floor(this.#max / 2));
   }
@@ -130,12 +160,12 @@ export class OperationExecutor {
     }
     state.pending = true;
     state.attempts++;
-    this.#running++;
-    this.#groupRunning.set(group, this.#groupCount(group) + 1);
+    const slot: Slot = { group, held: false, ended: false };
+    this.#take(slot);
     const p = (async () => {
       let ok = false;
       try {
-        await fn();
+        await this.#slots.run(slot, fn);
         this.#ops.delete(key);
         ok = true;
       } catch (err) {
@@ -147,16 +177,81 @@ export class OperationExecutor {
             ? initialDurationBeforeRetryMs
             : Math.min(state.durationBeforeRetryMs * 2, maxDurationBeforeRetryMs);
       } finally {
-        this.#running--;
-        const n = (this.#groupRunning.get(group) ?? 1) - 1;
-        if (n === 0) this.#groupRunning.delete(group);
-        else this.#groupRunning.set(group, n);
+        slot.ended = true;
+        if (slot.held) this.#give(slot);
         this.#settled(operationName, ok);
       }
     })();
     this.#inFlight.add(p);
     void p.finally(() => this.#inFlight.delete(p));
     return 'started';
+  }
+
+  /**
+   * Runs `wait`, a wait of the calling operation on something that may not
+   * answer until its deadline (a stat probe of a served filesystem, a umount
+   * of one that hangs), with the operation's slot given back meanwhile: the
+   * pool's slots are held by operations doing work, so a hung filesystem
+   * never holds the slots other pods need. When the wait ends the operation
+   * takes a slot again before it goes on (the first that frees, before any new
+   * operation starts: it has work half done).
+   *
+   * Bounded: at most the pool's size of operations wait without a slot at once
+   * (beyond that an operation waits holding its slot, as before), so at most
+   * twice the pool's operations are in flight, and what a waiting operation
+   * holds is its probe's result to come (one child process per path,
+   * StatProbe) and the directories its walks keep open. Outside an operation
+   * of this pool (volume stats, `podvol plan`), `wait` just runs.
+   */
+  async whileWaiting<T>(wait: () => Promise<T>): Promise<T> {
+    const slot = this.#slots.getStore();
+    if (!slot?.held || this.#waiting >= this.#max) return wait();
+    this.#waiting++;
+    this.#give(slot);
+    this.#lent();
+    try {
+      return await wait();
+    } finally {
+      this.#waiting--;
+      await this.#retake(slot);
+    }
+  }
+
+  /** `slot` holds a slot of the pool from now (counted against its pod). */
+  #take(slot: Slot): void {
+    slot.held = true;
+    this.#running++;
+    this.#groupRunning.set(slot.group, this.#groupCount(slot.group) + 1);
+  }
+
+  /** `slot` gives its slot back: to the first operation resuming after a wait, if any. */
+  #give(slot: Slot): void {
+    slot.held = false;
+    this.#running--;
+    const n = this.#groupCount(slot.group) - 1;
+    if (n <= 0) this.#groupRunning.delete(slot.group);
+    else this.#groupRunning.set(slot.group, n);
+    let next = this.#resuming.shift();
+    // One whose operation ended meanwhile (its wait not awaited) goes on without a slot.
+    while (next?.ended) {
+      next.resume?.();
+      next = this.#resuming.shift();
+    }
+    if (next) {
+      this.#take(next);
+      next.resume?.();
+      next.resume = undefined;
+    }
+  }
+
+  /** After a wait: a free slot at once, or the next one that frees (before any new operation). */
+  async #retake(slot: Slot): Promise<void> {
+    if (slot.ended) return;
+    if (this.#running < this.#max && this.#resuming.length === 0) return this.#take(slot);
+    const { promise, resolve } = Promise.withResolvers<void>();
+    slot.resume = resolve;
+    this.#resuming.push(slot);
+    await promise;
   }
 
   /** Whether any key starting with `prefix` (e.g. a pod UID and '/') has an operation running. */
@@ -185,9 +280,14 @@ export class OperationExecutor {
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
   }
 
-  /** Operations running now (at most the pool size). */
+  /** Operations holding a slot now (at most the pool size). */
   runningCount(): number {
     return this.#running;
+  }
+
+  /** Operations waiting on a filesystem without a slot now (at most the pool size; whileWaiting). */
+  waitingCount(): number {
+    return this.#waiting;
   }
 
   pendingCount(): number {

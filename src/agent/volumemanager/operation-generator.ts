@@ -239,7 +239,10 @@ export async function forceUnmountUnresponsive(
       { ...log, mountPoint: hung.mountPoint, err: hung.message },
       'unmounting an unresponsive filesystem with force',
     );
-    const outcome = await mounter.unmountWithForce(hung.mountPoint, UNRESPONSIVE_AFTER_MS);
+    // Up to three deadlines on a filesystem that does not answer: without the operation's pool slot.
+    const outcome = await ctx.host
+      .getStatProbe()
+      .whileWaiting(() => mounter.unmountWithForce(hung.mountPoint, UNRESPONSIVE_AFTER_MS));
     ctx.logger.warn({ ...log, mountPoint: hung.mountPoint, outcome }, 'unresponsive filesystem unmounted');
   }
 }

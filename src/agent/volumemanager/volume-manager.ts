@@ -139,12 +139,18 @@ export class VolumeManager {
     const clock = this.#o.clock;
     this.#now = () => clock.now();
     this.dsw = new DesiredStateOfWorld(this.#now);
-    this.executor = new OperationExecutor(this.#now, this.#o.maxConcurrentOperations, (name, ok) => {
-      this.#notify();
-      if (ok && name === 'volume_unmount') this.#housekeepingDue = true;
-      // A pool slot is free: the volumes waiting for one start now.
-      this.#kick();
-    });
+    this.executor = new OperationExecutor(
+      this.#now,
+      this.#o.maxConcurrentOperations,
+      (name, ok) => {
+        this.#notify();
+        if (ok && name === 'volume_unmount') this.#housekeepingDue = true;
+        // A pool slot is free: the volumes waiting for one start now.
+        this.#kick();
+      },
+      // An operation waits on a filesystem without its slot: the same.
+      () => this.#kick(),
+    );
     const { rootDir, host, pluginMgr, mounter, logger, metrics } = this.#o;
     // One mount-table read shared by concurrent operations, begun after each asked (fresh-read.ts).
     const mountTable = freshRead(() => host.getMounter().list());

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { OperationExecutor } from '../../../src/agent/volumemanager/operation-executor.ts';
+import { StatProbe } from '../../../src/mount/deadline-stat.ts';
+import type { CommandRunner, RunResult } from '../../../src/mount/exec.ts';
 
 test('a key never runs twice at once', async () => {
   const ex = new OperationExecutor();
@@ -149,4 +151,166 @@ test('an operation backing off or running is not waiting: it does not keep a pod
   ]);
   for (const r of release.splice(0)) r();
   await ex.drain();
+});
+
+/** A gate: a promise and the function that opens it. */
+function gated<T = void>() {
+  const { promise, resolve } = Promise.withResolvers<T>();
+  return { promise, open: resolve };
+}
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+test('an operation waiting on a hung probe gives its slot back: another pod runs meanwhile, the pool bound holds', async () => {
+  let lent = 0;
+  const ex = new OperationExecutor(Date.now, 2, undefined, () => lent++);
+  const probe = gated<string>();
+  const rest = gated();
+  const after: string[] = [];
+  // Pod "hung" fills the pool alone; each of its operations waits on the same hung probe, then works on.
+  const hungOp = (name: string) => async () => {
+    after.push(`${name}: ${await ex.whileWaiting(() => probe.promise)}`);
+    await rest.promise;
+  };
+  assert.deepEqual(
+    ex.offer([
+      { key: 'hung/1', operationName: 'volume_mount', fn: hungOp('hung/1') },
+      { key: 'hung/2', operationName: 'volume_mount', fn: hungOp('hung/2') },
+    ]),
+    ['started', 'started'],
+  );
+  await tick();
+  assert.equal(ex.runningCount(), 0, 'waiting on the probe, neither holds a slot');
+  assert.equal(ex.waitingCount(), 2);
+  assert.equal(lent, 2, 'each lent slot is reported, so the reconciler offers again');
+
+  // Another pod's operations run while the probe hangs, within the pool's bound.
+  const work = [gated(), gated(), gated()];
+  const results = ex.offer(
+    ['other/1', 'other/2', 'other/3'].map((key, i) => ({
+      key,
+      operationName: 'volume_mount',
+      fn: () => work[i]?.promise ?? Promise.resolve(),
+    })),
+  );
+  assert.deepEqual(results, ['started', 'started', 'busy'], 'two slots, not more');
+  assert.equal(ex.runningCount(), 2);
+
+  // A third operation that would wait finds the waiting room full (the pool's size): it keeps its slot.
+  work[0]?.open();
+  await tick();
+  const third = gated<string>();
+  assert.equal(
+    ex.run('hung/3', 'volume_mount', async () => {
+      after.push(`hung/3: ${await ex.whileWaiting(() => third.promise)}`);
+    }),
+    'started',
+  );
+  await tick();
+  assert.equal(ex.waitingCount(), 2);
+  assert.equal(ex.runningCount(), 2, 'hung/3 waits holding its slot, other/2 runs');
+  assert.equal(
+    ex.run('other/3', 'volume_mount', async () => {}),
+    'busy',
+  );
+
+  // The probe answers: the two waiting operations go on in the slots that free, before anything new.
+  probe.open('timed-out');
+  await tick();
+  assert.deepEqual(after, [], 'no slot free yet: both wait for one');
+  assert.equal(ex.waitingCount(), 0);
+  work[1]?.open();
+  await tick();
+  assert.deepEqual(after, ['hung/1: timed-out'], 'the slot other/2 freed went to hung/1');
+  third.open('timed-out');
+  await tick();
+  assert.deepEqual(after, ['hung/1: timed-out', 'hung/3: timed-out', 'hung/2: timed-out']);
+  assert.equal(
+    ex.run('other/3', 'volume_mount', async () => {}),
+    'busy',
+    "hung/3's slot went to hung/2",
+  );
+  assert.equal(ex.runningCount(), 2);
+  rest.open();
+  await tick();
+  assert.equal(
+    ex.run('other/3', 'volume_mount', async () => {}),
+    'started',
+  );
+  await ex.drain();
+  assert.equal(ex.runningCount(), 0);
+  assert.equal(ex.waitingCount(), 0);
+});
+
+test('whileWaiting outside an operation just waits; a failed wait still takes its slot back before the operation ends', async () => {
+  const ex = new OperationExecutor(Date.now, 1);
+  assert.equal(await ex.whileWaiting(async () => 'direct'), 'direct');
+  assert.equal(ex.waitingCount(), 0);
+  const probe = gated<void>();
+  let seen: unknown;
+  ex.run('a/1', 'volume_unmount', async () => {
+    await ex.whileWaiting(() => probe.promise.then(() => Promise.reject(new Error('umount: timed out'))));
+  });
+  await tick();
+  assert.equal(ex.runningCount(), 0);
+  const busy = gated<void>();
+  assert.equal(
+    ex.run('b/1', 'volume_mount', () => busy.promise),
+    'started',
+  );
+  probe.open();
+  await tick();
+  assert.equal(ex.runningCount(), 1, 'a/1 waits for b/1 to free the only slot');
+  busy.open();
+  await ex.drain();
+  seen = ex.state('a/1')?.lastError?.message;
+  assert.equal(seen, 'umount: timed out');
+  assert.equal(ex.runningCount(), 0);
+});
+
+test('through the StatProbe: a hostPath-like SetUp whose stat child hangs holds no slot until it answers', async () => {
+  const ex = new OperationExecutor(Date.now, 1);
+  const children: ((r: RunResult) => void)[] = [];
+  const runner: CommandRunner = () => new Promise<RunResult>((resolve) => children.push(resolve));
+  const probe = new StatProbe({ runner, timeoutMs: 50, whileWaiting: (wait) => ex.whileWaiting(wait) });
+  const states: string[] = [];
+  ex.run('hung/h', 'volume_mount', async () => {
+    states.push((await probe.stat('/hung/x', { follow: true })).state);
+  });
+  await tick();
+  assert.equal(children.length, 1, 'the probe runs');
+  assert.equal(ex.runningCount(), 0);
+  let ran = false;
+  assert.equal(
+    ex.run('other/e', 'volume_mount', async () => {
+      ran = true;
+    }),
+    'started',
+    'the only slot is free for another pod',
+  );
+  await tick();
+  assert.ok(ran);
+  const exited = Promise.withResolvers<void>();
+  children[0]?.({
+    exitCode: undefined,
+    signal: undefined,
+    output: '',
+    timedOut: true,
+    spawnErrorCode: undefined,
+    exited: exited.promise,
+  });
+  await ex.drain();
+  assert.deepEqual(states, ['timed-out']);
+  // A retry while the child lives gets the timed-out answer at once: nothing to wait on, the slot is kept.
+  let waitingDuringRetry = -1;
+  ex.run('hung/h', 'volume_refresh', async () => {
+    const st = probe.stat('/hung/x', { follow: true });
+    waitingDuringRetry = ex.waitingCount();
+    states.push((await st).state);
+  });
+  await ex.drain();
+  assert.equal(waitingDuringRetry, 0);
+  assert.deepEqual(states, ['timed-out', 'timed-out']);
+  assert.equal(children.length, 1);
+  exited.resolve();
 });
