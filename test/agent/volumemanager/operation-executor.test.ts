@@ -247,7 +247,6 @@ test('whileWaiting outside an operation just waits; a failed wait still takes it
   assert.equal(await ex.whileWaiting(async () => 'direct'), 'direct');
   assert.equal(ex.waitingCount(), 0);
   const probe = gated<void>();
-  let seen: unknown;
   ex.run('a/1', 'volume_unmount', async () => {
     await ex.whileWaiting(() => probe.promise.then(() => Promise.reject(new Error('umount: timed out'))));
   });
@@ -263,8 +262,7 @@ test('whileWaiting outside an operation just waits; a failed wait still takes it
   assert.equal(ex.runningCount(), 1, 'a/1 waits for b/1 to free the only slot');
   busy.open();
   await ex.drain();
-  seen = ex.state('a/1')?.lastError?.message;
-  assert.equal(seen, 'umount: timed out');
+  assert.equal(ex.state('a/1')?.lastError?.message, 'umount: timed out');
   assert.equal(ex.runningCount(), 0);
 });
 
