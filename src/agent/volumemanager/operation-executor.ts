@@ -26,6 +26,15 @@ export interface Operation {
   key: string;
   operationName: string;
   fn: () => Promise<void>;
+  /**
+   * kubelet's nestedpendingoperations volume name, for the operations of a
+   * device-mountable volume (a staged CSI volume): one whose `perPod` is false
+   * (MountVolume with its MountDevice, UnmountDevice, a resize: kubelet's
+   * empty pod name) runs alone among the operations of its device; `perPod`
+   * ones (UnmountVolume) only exclude the whole-device ones. The key still
+   * holds each operation's backoff and last error.
+   */
+  device?: { name: string; perPod: boolean };
 }
 
 /** The key group an operation counts against in the pool: its pod (the key up to and with the first '/'). */
@@ -44,6 +53,8 @@ export class OperationExecutor {
   #running = 0;
   /** Running operations per key group (the pod UID before the first '/'). */
   readonly #groupRunning = new Map<string, number>();
+  /** Running operations per device (Operation.device): how many, and how many of them whole-device. */
+  readonly #deviceRunning = new Map<string, { all: number; whole: number }>();
   readonly #settled: (operationName: string, ok: boolean) => void;
 
   /** `settled` is called after every operation ends, successful or not (its result is then in state()). */
@@ -108,6 +119,10 @@ export class OperationExecutor {
   #admit(op: Operation): 'waiting' | 'already-pending' | 'backoff' {
     const prev = this.#ops.get(op.key);
     if (prev?.pending) return 'already-pending';
+    if (op.device) {
+      const d = this.#deviceRunning.get(op.device.name);
+      if (d && (op.device.perPod ? d.whole > 0 : d.all > 0)) return 'already-pending';
+    }
     if (
       prev &&
       prev.operationName === op.operationName &&
@@ -119,8 +134,9 @@ export class OperationExecutor {
     return 'waiting';
   }
 
-  #start({ key, operationName, fn }: Operation): 'started' {
+  #start({ key, operationName, fn, device }: Operation): 'started' {
     const group = groupOf(key);
+    const releaseDevice = this.#holdDevice(device);
     const prev = this.#ops.get(key);
     let state: OperationState;
     if (prev && prev.operationName === operationName) state = prev;
@@ -151,12 +167,27 @@ export class OperationExecutor {
         const n = (this.#groupRunning.get(group) ?? 1) - 1;
         if (n === 0) this.#groupRunning.delete(group);
         else this.#groupRunning.set(group, n);
+        releaseDevice();
         this.#settled(operationName, ok);
       }
     })();
     this.#inFlight.add(p);
     void p.finally(() => this.#inFlight.delete(p));
     return 'started';
+  }
+
+  /** Counts a starting operation against its device; returns its release. */
+  #holdDevice(device: Operation['device']): () => void {
+    if (!device) return () => {};
+    const d = this.#deviceRunning.get(device.name) ?? { all: 0, whole: 0 };
+    d.all++;
+    if (!device.perPod) d.whole++;
+    this.#deviceRunning.set(device.name, d);
+    return () => {
+      d.all--;
+      if (!device.perPod) d.whole--;
+      if (d.all === 0) this.#deviceRunning.delete(device.name);
+    };
   }
 
   /** Whether any key starting with `prefix` (e.g. a pod UID and '/') has an operation running. */
