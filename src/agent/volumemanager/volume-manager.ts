@@ -261,6 +261,7 @@ export class VolumeManager {
   retryPlugin(pluginName: string): void {
     for (const d of this.dsw.volumesToMount()) if (d.pluginName === pluginName) this.executor.forget(d.key);
     for (const v of this.asw.all()) if (v.pluginName === pluginName) this.executor.forget(v.key);
+    for (const d of this.asw.devices()) if (d.pluginName === pluginName) this.executor.forget(d.deviceName);
     this.#kick();
   }
 
