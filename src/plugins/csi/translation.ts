@@ -4,6 +4,8 @@
 // replaced them, so the CSI plugin stages and publishes them through that
 // driver. Only the types below are translated; any other in-tree type stays
 // an unknown volume source.
+
+import { createHash } from 'node:crypto';
 import type {
   V1CSIPersistentVolumeSource,
   V1NodeSelectorTerm,
@@ -30,7 +32,8 @@ type InTreeField =
   | 'portworxVolume'
   | 'azureDisk'
   | 'azureFile'
-  | 'vsphereVolume';
+  | 'vsphereVolume'
+  | 'rbd';
 
 interface InTreeTranslator {
   field: InTreeField;
@@ -233,7 +236,91 @@ const translators: readonly InTreeTranslator[] = [
       };
     },
   },
+  {
+    // rbd.go: a static volume's handle composed from its monitors, image and pool; no topology translation.
+    field: 'rbd',
+    inTreePluginName: 'kubernetes.io/rbd',
+    driver: 'rbd.csi.ceph.com',
+    pvSource: (pv) => rbdPVSource(pv),
+    inline(volume, podNamespace) {
+      const src = srcOf(volume, 'rbd');
+      const secretRef = src.secretRef?.name
+        ? { name: src.secretRef.name, namespace: podNamespace }
+        : undefined;
+      return {
+        name: `rbd.csi.ceph.com-${src.image}`,
+        accessModes: [src.readOnly === true ? 'ReadOnlyMany' : 'ReadWriteOnce'],
+        source: {
+          driver: 'rbd.csi.ceph.com',
+          volumeHandle: src.image ?? '',
+          fsType: src.fsType ?? '',
+          volumeAttributes: {
+            clusterID: md5Hex((src.monitors ?? []).join(',')),
+            pool: src.pool || 'rbd',
+            staticVolume: 'true',
+            imageFeatures: 'layering',
+          },
+          ...(secretRef ? { nodeStageSecretRef: secretRef, controllerExpandSecretRef: secretRef } : {}),
+        },
+      };
+    },
+  },
 ];
+
+const md5Hex = (s: string) => createHash('md5').update(s).digest('hex');
+
+/**
+ * rbd.go TranslateInTreePVToCSI: the handle from the PV's
+ * rbd.csi.ceph.com/volume-handle annotation (a volume ceph-csi made) or, for
+ * a static one, mig_mons-<md5(monitors)>_image-<image after
+ * kubernetes-dynamic-pvc->_<hex(pool)>; the node attributes, the access mode
+ * from readOnly, the secret as node stage and controller expand secret.
+ */
+function rbdPVSource(pv: V1PersistentVolume): V1CSIPersistentVolumeSource {
+  const src = srcOf(pv.spec, 'rbd');
+  const annotations = pv.metadata?.annotations ?? {};
+  const attributes: Record<string, string> = {};
+  let handle: string;
+  const annotated = annotations['rbd.csi.ceph.com/volume-handle'] ?? '';
+  if (annotated !== '') {
+    handle = annotated;
+    attributes.clusterID = annotations.clusterID ?? '';
+  } else {
+    const mons = (src.monitors ?? []).join(',');
+    const image: string = src.image ?? '';
+    const prefix = 'kubernetes-dynamic-pvc-';
+    // The lib takes what follows the prefix (and panics without one): podvol refuses such an image.
+    const at = image.indexOf(prefix);
+    if (at < 0)
+      throw new Error(
+        `rbd image ${JSON.stringify(image)} has no ${prefix} prefix to compose a volume handle from`,
+      );
+    const imageID = image.slice(at + prefix.length).split(prefix)[0];
+    attributes.staticVolume = 'true';
+    attributes.clusterID = md5Hex(mons);
+    handle = [
+      'mig',
+      `mons-${md5Hex(mons)}`,
+      `image-${imageID}`,
+      Buffer.from(src.pool ?? '').toString('hex'),
+    ].join('_');
+  }
+  // fillVolAttrsForRequest.
+  attributes.imageName = src.image ?? '';
+  attributes.pool = src.pool ?? '';
+  attributes.imageFeatures = annotations.imageFeatures || 'layering';
+  attributes.imageFormat = annotations.imageFormat ?? '';
+  attributes.journalPool = annotations.journalPool ?? '';
+  attributes.migration = 'true';
+  attributes.tryOtherMounters = 'true';
+  return {
+    driver: 'rbd.csi.ceph.com',
+    volumeHandle: handle,
+    fsType: src.fsType ?? '',
+    volumeAttributes: attributes,
+    ...(src.secretRef ? { nodeStageSecretRef: src.secretRef, controllerExpandSecretRef: src.secretRef } : {}),
+  };
+}
 
 /**
  * azure_disk.go: kind "Managed" unless the source says, cachingMode and
@@ -419,6 +506,9 @@ export function translateInTreeSpecToCSI(spec: Spec, podNamespace = ''): Spec {
       if (t.topologyKey) out = translateTopology(out, t.topologyKey);
       if (t.field === 'gcePersistentDisk' && out.spec)
         out.spec.accessModes = gceAccessModes(out.spec.accessModes);
+      // rbd.go: the access mode is the source's readOnly.
+      if (t.field === 'rbd' && out.spec)
+        out.spec.accessModes = [srcOf(pv.spec, 'rbd').readOnly === true ? 'ReadOnlyMany' : 'ReadWriteOnce'];
       return { ...spec, persistentVolume: out };
     }
     const t = translatorFor(spec.volume);

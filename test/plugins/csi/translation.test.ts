@@ -1,6 +1,7 @@
 // csi-translation-lib's translations, per in-tree type: driver, handle,
 // attributes, fsType, access modes and topology as the lib builds them.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import test from 'node:test';
 import type { V1PersistentVolume } from '@kubernetes/client-node';
 import {
@@ -219,6 +220,84 @@ test('vsphereVolume: the volume path is the handle, fsType and storagepolicyname
   assert.equal(inline?.spec?.csi?.fsType, '');
 });
 
+test('rbd: a static PV gets the composed mig_ handle, an annotated one its own; node attributes; inline by image', () => {
+  const mons = ['10.0.0.1:6789', '10.0.0.2:6789'];
+  const md5 = createHash('md5').update(mons.join(',')).digest('hex');
+  const pv = pvSpec({
+    metadata: { name: 'rb' },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      rbd: {
+        monitors: mons,
+        image: 'kubernetes-dynamic-pvc-e0b45b52',
+        pool: 'replicapool',
+        fsType: 'ext4',
+        readOnly: true,
+        secretRef: { name: 'ceph', namespace: 'rook' },
+      },
+    },
+  });
+  assert.deepEqual(pv?.spec?.csi, {
+    driver: 'rbd.csi.ceph.com',
+    volumeHandle: `mig_mons-${md5}_image-e0b45b52_${Buffer.from('replicapool').toString('hex')}`,
+    fsType: 'ext4',
+    volumeAttributes: {
+      staticVolume: 'true',
+      clusterID: md5,
+      imageName: 'kubernetes-dynamic-pvc-e0b45b52',
+      pool: 'replicapool',
+      imageFeatures: 'layering',
+      imageFormat: '',
+      journalPool: '',
+      migration: 'true',
+      tryOtherMounters: 'true',
+    },
+    nodeStageSecretRef: { name: 'ceph', namespace: 'rook' },
+    controllerExpandSecretRef: { name: 'ceph', namespace: 'rook' },
+  });
+  assert.deepEqual(pv?.spec?.accessModes, ['ReadOnlyMany'], 'the access mode is the source readOnly');
+  const annotated = pvSpec({
+    metadata: {
+      name: 'rb2',
+      annotations: {
+        'rbd.csi.ceph.com/volume-handle': '0001-0009-rook-ceph-x',
+        clusterID: 'rook-ceph',
+        imageFeatures: 'layering,fast-diff',
+      },
+    },
+    spec: { rbd: { monitors: mons, image: 'csi-vol-1', pool: 'p' } },
+  });
+  assert.equal(annotated?.spec?.csi?.volumeHandle, '0001-0009-rook-ceph-x');
+  assert.equal(annotated?.spec?.csi?.volumeAttributes?.clusterID, 'rook-ceph');
+  assert.equal(annotated?.spec?.csi?.volumeAttributes?.staticVolume, undefined);
+  assert.equal(annotated?.spec?.csi?.volumeAttributes?.imageFeatures, 'layering,fast-diff');
+  // A static image without the in-tree provisioner's prefix: the lib panics, podvol refuses.
+  assert.throws(
+    () => pvSpec({ metadata: { name: 'rb3' }, spec: { rbd: { monitors: mons, image: 'hand-made' } } }),
+    (e: unknown) =>
+      e instanceof VolumeError &&
+      e.reason === 'CSIMigrationFailed' &&
+      /kubernetes-dynamic-pvc-/.test(e.message),
+  );
+  const inline = translateInTreeSpecToCSI(
+    {
+      volume: { name: 'r', rbd: { monitors: mons, image: 'img', secretRef: { name: 'ceph' } } },
+      readOnly: false,
+    },
+    'shop',
+  ).persistentVolume;
+  assert.equal(inline?.metadata?.name, 'rbd.csi.ceph.com-img');
+  assert.deepEqual(inline?.spec?.accessModes, ['ReadWriteOnce']);
+  assert.deepEqual(inline?.spec?.csi, {
+    driver: 'rbd.csi.ceph.com',
+    volumeHandle: 'img',
+    fsType: '',
+    volumeAttributes: { clusterID: md5, pool: 'rbd', staticVolume: 'true', imageFeatures: 'layering' },
+    nodeStageSecretRef: { name: 'ceph', namespace: 'shop' },
+    controllerExpandSecretRef: { name: 'ceph', namespace: 'shop' },
+  });
+});
+
 test('the CSINode annotation lists every translated in-tree plugin, sorted', () => {
   assert.deepEqual(migratedPluginNames(), [
     'kubernetes.io/aws-ebs',
@@ -227,6 +306,7 @@ test('the CSINode annotation lists every translated in-tree plugin, sorted', () 
     'kubernetes.io/cinder',
     'kubernetes.io/gce-pd',
     'kubernetes.io/portworx-volume',
+    'kubernetes.io/rbd',
     'kubernetes.io/vsphere-volume',
   ]);
 });
