@@ -238,8 +238,8 @@ export function createCSIAttacher(ctx: CSIContext): CSIAttacher {
       const dataDir = dirname(deviceMountPath);
       const data = await loadVolumeData(fs, dataDir);
       if (!data) {
-        await fs.rmdir(deviceMountPath).catch(() => {});
-        await fs.rmdir(dataDir).catch(() => {});
+        // Nothing staged by podvol; a mount there all the same is not forgotten (rmdir refuses it: EBUSY).
+        await removeMountDir(fs, dataDir, deviceMountPath);
         return;
       }
       const driver = data[volDataKey.driverName] ?? '';
