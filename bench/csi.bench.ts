@@ -6,7 +6,7 @@
 // private mount namespace so no mount reaches the host (bench/lib.ts).
 // Run: node bench/csi.bench.ts [volumes]
 import { readCalls } from '../test/csi/driver.ts';
-import { claimVolume, startHarness } from '../test/csi/harness.ts';
+import { claimVolume, setUpVolume, startHarness, unmountDeviceOf } from '../test/csi/harness.ts';
 import { ensureMountNamespace, tempRoot } from './lib.ts';
 
 const N = Number(process.argv[2] ?? 100);
@@ -37,15 +37,18 @@ try {
     return { wall, own };
   };
 
-  const up = await phase('stage+publish', (v) => plugin.newMounter(v.spec, v.pod).setUp({}));
-  // The housekeeping sweep with every volume in use (nothing to unstage), as podvol runs it every 2 s.
-  const sweeps = 10;
-  const s0 = performance.now();
-  for (let i = 0; i < sweeps; i++) await plugin.cleanupOrphanedStagedVolumes();
+  // What the volume manager's operations call: MountDevice + SetUp, then TearDown + UnmountDevice.
+  const up = await phase('stage+publish', (v) => setUpVolume(plugin, v));
+  // A restart's device reconstruction: every staging vol_data.json read once by a new plugin.
+  const r0 = performance.now();
+  const found = await h.newPlugin().constructDeviceSpecs();
   process.stdout.write(
-    `orphan sweep         ${N} staged volumes in use  ${((performance.now() - s0) / sweeps).toFixed(2)} ms per pass (no driver call)\n`,
+    `device reconstruction ${found.length} staged volumes  ${(performance.now() - r0).toFixed(2)} ms (no driver call)\n`,
   );
-  const down = await phase('unpublish+unstage', (v) => plugin.newUnmounter(v.inner, v.uid).tearDown());
+  const down = await phase('unpublish+unstage', async (v) => {
+    await plugin.newUnmounter(v.inner, v.uid).tearDown();
+    await unmountDeviceOf(plugin, v);
+  });
   const total = (up.wall + down.wall) / (up.own + down.own);
   process.stdout.write(`overall ratio ${total.toFixed(2)} (target ≤ 2)\n`);
 } finally {

@@ -13,7 +13,6 @@ import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
 import { nodeFsOps } from '../volumehost/fs.ts';
 import { createSafeFs } from '../volumehost/safe-fs.ts';
 import { createSubPather } from '../volumehost/subpath.ts';
-import type { Spec } from '../volumehost/volume.ts';
 import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
 import type { Cluster } from './cluster.ts';
 import { connectionCaps, LISTEN_BACKLOG, openFileLimit } from './connection-budget.ts';
@@ -110,13 +109,9 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
   let inUse: VolumesInUseReporter | undefined;
   // The CSI plugin reports to the metrics created below (they need the volume manager, which needs the plugins).
   let observeCSI: (driver: string, method: string, code: string, seconds: number) => void = () => {};
-  // The desired state's specs, for the CSI plugin's unstage decision (set once the volume manager exists).
-  let desiredVolumes: () => Iterable<Spec | undefined> = () => [];
   // How an operation waits on a filesystem that may not answer: without its pool slot, once the
   // volume manager (whose pool it is) exists.
   let whileWaiting: WhileWaiting = (wait) => wait();
-  /** The last error of each staged volume the housekeeping sweep could not unstage. */
-  const unstageErrors = new Map<string, string>();
   const { mounter, pluginMgr, host, drivers, csi, pluginWatcher } = createVolumeStack({
     rootDir,
     nodeName: o.nodeName,
@@ -126,7 +121,6 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
     mounter: o.mounter,
     volumesReportedInUse: () => inUse?.reported() ?? new Set(),
     observeCSI: (driver, method, code, seconds) => observeCSI(driver, method, code, seconds),
-    desiredVolumes: () => desiredVolumes(),
     csiNodeInfo: o.cluster?.csiNodeInfo,
     hostRoot: o.hostRoot,
     waitForAttachTimeoutMs: o.waitForAttachTimeoutMs,
@@ -240,19 +234,8 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
     housekeeping: async () => {
       // Runs after teardowns: the objects of pods whose last volume just went are released.
       o.cluster?.podsChanged(podManager.pods(), podInUse);
-      const unstaged = await csi.cleanupOrphanedStagedVolumes((volume, err) => {
-        // Retried every housekeeping pass: logged when the error changes, not every 2 s.
-        const msg = errorMessage(err);
-        if (unstageErrors.get(volume) !== msg) log.warn({ volume, err: msg }, 'UnmountDevice failed');
-        unstageErrors.set(volume, msg);
-      });
-      for (const v of unstaged) {
-        unstageErrors.delete(v);
-        log.info({ volume: v }, 'unstaged orphaned CSI volume');
-      }
     },
   });
-  desiredVolumes = () => vm.dsw.volumesToMount().map((d) => d.spec);
   whileWaiting = (wait) => vm.executor.whileWaiting(wait);
   if (o.cluster) {
     // Imported here: it needs the Kubernetes client, which standalone mode never loads.
@@ -270,8 +253,8 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
         for (const d of vm.dsw.volumesToMount()) add(d.spec);
         for (const v of vm.asw.all()) add(v.spec);
         // A device stays in use until it is unstaged, after its pods' volumes are gone
-        // (kubelet's actual state keeps it attached until UnmountDevice succeeds).
-        names.push(...(await csi.stagedAttachableVolumes()));
+        // (kubelet's actual state keeps it until UnmountDevice succeeds; reconstruction finds it after a restart).
+        for (const d of vm.asw.devices()) add(d.spec);
         return names;
       },
     });

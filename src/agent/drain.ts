@@ -16,6 +16,7 @@ import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
 import type { DrainReason, VolumeReason } from '../reasons.ts';
 import { podDir, podsDir } from '../volumehost/paths.ts';
 import type { SafeDir, SafeFs } from '../volumehost/safe-fs.ts';
+import { reasonOf } from '../volumehost/volume.ts';
 import { ROOT_MARK_DIR, ROOT_MARK_FILE } from './root-dir.ts';
 import type { VolumeStack } from './volume-stack.ts';
 import { VolumeManager } from './volumemanager/volume-manager.ts';
@@ -129,11 +130,8 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
     // Tearing everything down is the point of a drain: no settle guard (that guards a daemon's first sync).
     settlePeriodMs: 0,
     housekeepingPeriodMs: 200,
-    // CSI volumes staged for pods that are all gone: NodeUnstageVolume through their driver.
-    housekeeping: async () => {
-      for (const v of await stack.csi.cleanupOrphanedStagedVolumes())
-        logger.info({ volume: v }, 'unstaged orphaned CSI volume');
-    },
+    // CSI volumes staged for pods that are all gone are reconstructed as devices and unstaged
+    // (NodeUnstageVolume through their driver) by the reconciler's UnmountDevice operations.
   });
   await vm.reconstruct();
   const report: DrainReport = {
@@ -164,6 +162,7 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
   // Done when nothing is left: no volume, no pod directory, no mount below the root (staged CSI volumes).
   const done = async () =>
     vm.asw.all().length === 0 &&
+    vm.asw.devices().length === 0 &&
     (await listOrEmpty(podsDir(rootDir))).length === 0 &&
     (await mountsBelow(stack.mounter, rootDir)).length === 0;
   while (!(await done()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
@@ -185,6 +184,15 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
         message: pod.message,
       });
     }
+  }
+  // A device still staged: its UnmountDevice's last error (a driver refusing NodeUnstageVolume).
+  for (const d of vm.asw.devices()) {
+    const err = vm.executor.state(d.deviceName)?.lastError;
+    report.leftovers.push({
+      what: `device ${d.deviceName} at ${d.deviceMountPath}`,
+      reason: err ? reasonOf(err, 'UnmountFailed') : 'TearDownPending',
+      message: err?.message ?? 'UnmountDevice did not finish in time',
+    });
   }
   const reported = new Set(report.leftovers.map((l) => l.what));
   for (const uid of await listOrEmpty(podsDir(rootDir))) {

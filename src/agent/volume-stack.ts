@@ -36,8 +36,6 @@ export interface VolumeStackOptions {
   volumesReportedInUse?: CSIOptions['volumesReportedInUse'];
   /** CSI: per-call observation (metrics). */
   observeCSI?: CSIOptions['observe'];
-  /** CSI: the specs the desired state wants mounted (no unstage while one wants the volume); none for drain. */
-  desiredVolumes?: CSIOptions['desiredVolumes'];
   /** CSI: how long a volume waits for its VolumeAttachment before the wait fails with an Event (kubelet: 10 minutes). */
   waitForAttachTimeoutMs?: number;
   /** CSI: the CSINode/annotation manager a driver's registration updates; none without a cluster. */
@@ -81,7 +79,6 @@ export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
     proto: csiProto,
     volumesReportedInUse: o.volumesReportedInUse ?? (() => new Set()),
     observe: o.observeCSI,
-    desiredVolumes: o.desiredVolumes,
     waitForAttachTimeoutMs: o.waitForAttachTimeoutMs,
   });
   pluginMgr.initPlugins([...probeVolumePlugins(), csi], host);

@@ -76,6 +76,38 @@ export interface NodeExpandableVolumePlugin extends VolumePlugin {
 export const isNodeExpandable = (p: VolumePlugin): p is NodeExpandableVolumePlugin =>
   'nodeExpand' in p && typeof p.nodeExpand === 'function';
 
+/**
+ * A device mounted once per node for every pod that uses the volume (kubelet's
+ * DeviceMountableVolumePlugin: CSI's NodeStageVolume at globalmount). The
+ * volume manager mounts it before the first pod's SetUp and unmounts it in an
+ * operation of its own once no pod has the volume set up and the desired
+ * state no longer wants it, retried until it succeeds: until then the device
+ * stays in the actual state (and, when attachable, in node.status.volumesInUse).
+ */
+export interface DeviceMountableVolumePlugin extends VolumePlugin {
+  /**
+   * kubelet's GetVolumeName for a spec the plugin device-mounts (its unique
+   * volume name, the operations' lock), undefined for one it does not (an
+   * inline ephemeral CSI volume: publish only).
+   */
+  getDeviceName(spec: Spec): string | undefined;
+  /** kubelet's GetDeviceMountPath: where the device is mounted (CSI's globalmount). */
+  getDeviceMountPath(spec: Spec): string;
+  /** kubelet's DeviceMounter.MountDevice (with WaitForAttach before it, as the operation generator runs them). */
+  mountDevice(spec: Spec, pod: V1Pod): Promise<void>;
+  /** kubelet's DeviceUnmounter.UnmountDevice: the device mounted at `deviceMountPath` goes. */
+  unmountDevice(deviceMountPath: string): Promise<void>;
+  /**
+   * The devices mounted (or maybe mounted) on disk, for reconstruction after a
+   * restart: each with a skeleton spec (enough for getDeviceName, the
+   * attachable check and unmountDevice).
+   */
+  constructDeviceSpecs(): Promise<{ deviceName: string; deviceMountPath: string; spec: Spec }[]>;
+}
+
+export const isDeviceMountable = (p: VolumePlugin): p is DeviceMountableVolumePlugin =>
+  'getDeviceName' in p && typeof p.getDeviceName === 'function';
+
 /** The steps of kubelet's mount operation before SetUp, as its Events name them. */
 export type VolumeErrorStep = 'WaitForAttach' | 'MountDevice';
 
@@ -91,16 +123,22 @@ export class VolumeError extends Error {
   readonly step?: VolumeErrorStep;
   /** The error as kubelet's Event shows it (a driver's gRPC status as it came), when podvol's message adds to it. */
   readonly eventMessage?: string;
+  /**
+   * kubelet's UncertainProgressError: the operation may still be going on (a
+   * driver's DeadlineExceeded), so what it was making may exist.
+   */
+  readonly uncertain: boolean;
   constructor(
     reason: VolumeReason,
     message: string,
-    options?: { cause?: unknown; step?: VolumeErrorStep; eventMessage?: string },
+    options?: { cause?: unknown; step?: VolumeErrorStep; eventMessage?: string; uncertain?: boolean },
   ) {
     super(message, options);
     this.name = 'VolumeError';
     this.reason = reason;
     this.step = options?.step;
     this.eventMessage = options?.eventMessage;
+    this.uncertain = options?.uncertain === true;
   }
 }
 

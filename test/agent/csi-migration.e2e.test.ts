@@ -113,7 +113,7 @@ mountTest(
     };
     assert.equal(
       csiNode.metadata.annotations?.['storage.alpha.kubernetes.io/migrated-plugins'],
-      'kubernetes.io/aws-ebs,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume',
+      'kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/rbd,kubernetes.io/vsphere-volume',
     );
 
     // Torn down through the driver as any CSI volume.

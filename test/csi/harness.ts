@@ -7,6 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1CSIDriver, V1Pod } from '@kubernetes/client-node';
 import pino from 'pino';
+import type { Clock } from '../../src/clock.ts';
 import { createLinuxMounter } from '../../src/mount/linux.ts';
 import { type CSIPlugin, csiPlugin } from '../../src/plugins/csi/csi-plugin.ts';
 import { DriversStore } from '../../src/plugins/csi/drivers.ts';
@@ -27,6 +28,10 @@ export interface HarnessOptions {
   seLinuxEnabled?: () => boolean;
   /** The plugin's SELinuxMount feature gate (default off, as kubelet's). */
   seLinuxMountFeature?: boolean;
+  /** The attach wait's clock and timeout, and what the node reported in use (default: nothing). */
+  clock?: Clock;
+  waitForAttachTimeoutMs?: number;
+  volumesReportedInUse?: () => ReadonlySet<string>;
 }
 
 export interface Harness {
@@ -36,7 +41,7 @@ export interface Harness {
   driver: TestDriver;
   drivers: DriversStore;
   /** A fresh plugin on the same root and driver: what a restarted podvol has. */
-  newPlugin(o?: { timeoutMs?: number; desiredVolumes?: () => Iterable<Spec> }): CSIPlugin;
+  newPlugin(o?: { timeoutMs?: number }): CSIPlugin;
   plugin: CSIPlugin;
   stop(): Promise<void>;
 }
@@ -59,7 +64,7 @@ export async function startHarness(base: string, o: HarnessOptions = {}): Promis
     metadata: { name: driverName },
     spec: o.csiDriver ?? { attachRequired: false },
   };
-  const newPlugin = (p: { timeoutMs?: number; desiredVolumes?: () => Iterable<Spec> } = {}) => {
+  const newPlugin = (p: { timeoutMs?: number } = {}) => {
     const pluginMgr = new VolumePluginMgr();
     const host = createVolumeHost({
       rootDir: root,
@@ -80,9 +85,11 @@ export async function startHarness(base: string, o: HarnessOptions = {}): Promis
     const plugin = csiPlugin({
       drivers,
       timeoutMs: p.timeoutMs ?? o.timeoutMs,
-      desiredVolumes: p.desiredVolumes,
       seLinuxEnabled: o.seLinuxEnabled,
       seLinuxMountFeature: o.seLinuxMountFeature,
+      clock: o.clock,
+      waitForAttachTimeoutMs: o.waitForAttachTimeoutMs,
+      volumesReportedInUse: o.volumesReportedInUse,
     });
     pluginMgr.initPlugins([plugin], host);
     return plugin;
@@ -126,4 +133,22 @@ export function claimVolume(
       readOnly: false,
     },
   };
+}
+
+/**
+ * What the volume manager's mount operation does with the plugin: MountDevice
+ * (NodeStageVolume) for a volume it stages, unless `staged`, then SetUp.
+ */
+export async function setUpVolume(
+  plugin: CSIPlugin,
+  v: { spec: Spec; pod: V1Pod },
+  o: { staged?: boolean } = {},
+): Promise<void> {
+  if (!o.staged && plugin.getDeviceName(v.spec) !== undefined) await plugin.mountDevice(v.spec, v.pod);
+  await plugin.newMounter(v.spec, v.pod).setUp({});
+}
+
+/** The volume manager's UnmountDevice of a volume's device (NodeUnstageVolume). */
+export function unmountDeviceOf(plugin: CSIPlugin, v: { spec: Spec }): Promise<void> {
+  return plugin.unmountDevice(plugin.getDeviceMountPath(v.spec));
 }

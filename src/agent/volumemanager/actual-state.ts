@@ -44,8 +44,26 @@ export type MarkVolumeOpts = Omit<
   'state' | 'remountRequired' | 'resizeRequired' | 'resizeSeen'
 >;
 
+/**
+ * A device mounted once for the node (kubelet's attachedVolume with its
+ * deviceMountState): a CSI volume staged at globalmount, apart from the pods
+ * that publish it. 'uncertain': a stage that may have happened (a driver's
+ * DeadlineExceeded, a failed unstage, found on disk after a restart), so it is
+ * staged again before a pod's SetUp and unstaged once nothing uses it.
+ */
+export interface DeviceMountedVolume {
+  /** The plugin's unique volume name (kubernetes.io/csi/<driver>^<handle>): the operations' lock. */
+  readonly deviceName: string;
+  readonly pluginName: string;
+  /** The spec it was mounted with (after a restart, a skeleton from disk). */
+  readonly spec: Spec;
+  readonly deviceMountPath: string;
+  readonly state: MountState;
+}
+
 export class ActualStateOfWorld {
   readonly #volumes = new Map<string, MountedVolume>();
+  readonly #devices = new Map<string, DeviceMountedVolume>();
   /** The same volumes by pod UID: one pod's state is read without walking the node's (runtime API, /status). */
   readonly #byPod = new Map<string, Map<string, MountedVolume>>();
   readonly #changed: () => void;
@@ -71,6 +89,38 @@ export class ActualStateOfWorld {
 
   hasPod(podUID: string): boolean {
     return this.#byPod.has(podUID);
+  }
+
+  /** The devices mounted or maybe mounted (kubelet's GetUnmountedVolumes' counterpart for devices). */
+  devices(): DeviceMountedVolume[] {
+    return [...this.#devices.values()];
+  }
+
+  /** kubelet's GetDeviceMountState: undefined when the device is not mounted. */
+  deviceState(deviceName: string): MountState | undefined {
+    return this.#devices.get(deviceName)?.state;
+  }
+
+  /** kubelet's MarkDeviceAsMounted: MountDevice succeeded. */
+  markDeviceAsMounted(d: Omit<DeviceMountedVolume, 'state'>): void {
+    this.#putDevice({ ...d, state: 'mounted' });
+  }
+
+  /** kubelet's MarkDeviceAsUncertain: MountDevice or UnmountDevice failed half-way, or found on disk. */
+  markDeviceAsUncertain(d: Omit<DeviceMountedVolume, 'state'>): void {
+    this.#putDevice({ ...d, state: 'uncertain' });
+  }
+
+  /** kubelet's MarkDeviceAsUnmounted: UnmountDevice succeeded (or a final MountDevice error cleaned up). */
+  markDeviceAsUnmounted(deviceName: string): void {
+    if (this.#devices.delete(deviceName)) this.#changed();
+  }
+
+  #putDevice(d: DeviceMountedVolume): void {
+    const prev = this.#devices.get(d.deviceName);
+    if (prev?.state === d.state && prev.spec === d.spec) return;
+    this.#devices.set(d.deviceName, Object.freeze(d));
+    this.#changed();
   }
 
   /** kubelet's MarkVolumeAsMounted: SetUp succeeded. */

@@ -32,10 +32,16 @@ export const TEARDOWN_SETTLE_PERIOD_MS = 30_000;
  * SetUp of a volume that is already mounted (configMap, secret, downwardAPI
  * and projected files re-rendered every --sync-frequency or when an object
  * changes, a CSI driver's requiresRepublish), which kubelet counts as
- * volume_mount. Apart, the refreshes (one a minute per such volume by
+ * volume_mount. unmount_device: kubelet's UnmountDevice (a CSI NodeUnstageVolume),
+ * an operation of its own after the pods' volume_unmount. Apart, the refreshes (one a minute per such volume by
  * default) no longer hide a node's real mounts in the same series.
  */
-export type OperationName = 'volume_mount' | 'volume_refresh' | 'volume_unmount' | 'volume_fs_resize';
+export type OperationName =
+  | 'volume_mount'
+  | 'volume_refresh'
+  | 'volume_unmount'
+  | 'unmount_device'
+  | 'volume_fs_resize';
 
 export interface VolumeManagerMetrics {
   operation(plugin: string, operation: OperationName, ok: boolean, seconds: number): void;

@@ -78,7 +78,7 @@ function volumesOf(
     try {
       let spec: Spec = isClaim ? resolveClaimVolume(pod, volume, claims) : { volume, readOnly: false };
       // kubelet's populator: an in-tree type whose plugin migrated to CSI is the CSI driver's volume from here on.
-      if (isMigratable(spec)) spec = translateInTreeSpecToCSI(spec);
+      if (isMigratable(spec)) spec = translateInTreeSpecToCSI(spec, pod.metadata?.namespace ?? '');
       const plugin = pluginMgr.findPluginBySpec(spec);
       const path = plugin.newMounter(spec, pod).getPath();
       add(name, {

@@ -29,6 +29,15 @@ export interface Operation {
   key: string;
   operationName: string;
   fn: () => Promise<void>;
+  /**
+   * kubelet's nestedpendingoperations volume name, for the operations of a
+   * device-mountable volume (a staged CSI volume): one whose `perPod` is false
+   * (MountVolume with its MountDevice, UnmountDevice, a resize: kubelet's
+   * empty pod name) runs alone among the operations of its device; `perPod`
+   * ones (UnmountVolume) only exclude the whole-device ones. The key still
+   * holds each operation's backoff and last error.
+   */
+  device?: { name: string; perPod: boolean };
 }
 
 /** A running operation's hold on the pool, found from its async context (whileWaiting). */
@@ -57,6 +66,8 @@ export class OperationExecutor {
   #running = 0;
   /** Running operations per key group (the pod UID before the first '/'). */
   readonly #groupRunning = new Map<string, number>();
+  /** Running operations per device (Operation.device): how many, and how many of them whole-device. */
+  readonly #deviceRunning = new Map<string, { all: number; whole: number }>();
   readonly #settled: (operationName: string, ok: boolean) => void;
   readonly #lent: () => void;
   /** The slot of the operation a call comes from (a plugin's SetUp is handed no operation object). */
@@ -138,6 +149,10 @@ export class OperationExecutor {
   #admit(op: Operation): 'waiting' | 'already-pending' | 'backoff' {
     const prev = this.#ops.get(op.key);
     if (prev?.pending) return 'already-pending';
+    if (op.device) {
+      const d = this.#deviceRunning.get(op.device.name);
+      if (d && (op.device.perPod ? d.whole > 0 : d.all > 0)) return 'already-pending';
+    }
     if (
       prev &&
       prev.operationName === op.operationName &&
@@ -149,8 +164,9 @@ export class OperationExecutor {
     return 'waiting';
   }
 
-  #start({ key, operationName, fn }: Operation): 'started' {
+  #start({ key, operationName, fn, device }: Operation): 'started' {
     const group = groupOf(key);
+    const releaseDevice = this.#holdDevice(device);
     const prev = this.#ops.get(key);
     let state: OperationState;
     if (prev && prev.operationName === operationName) state = prev;
@@ -179,6 +195,7 @@ export class OperationExecutor {
       } finally {
         slot.ended = true;
         if (slot.held) this.#give(slot);
+        releaseDevice();
         this.#settled(operationName, ok);
       }
     })();
@@ -252,6 +269,20 @@ export class OperationExecutor {
     slot.resume = resolve;
     this.#resuming.push(slot);
     await promise;
+  }
+
+  /** Counts a starting operation against its device; returns its release. */
+  #holdDevice(device: Operation['device']): () => void {
+    if (!device) return () => {};
+    const d = this.#deviceRunning.get(device.name) ?? { all: 0, whole: 0 };
+    d.all++;
+    if (!device.perPod) d.whole++;
+    this.#deviceRunning.set(device.name, d);
+    return () => {
+      d.all--;
+      if (!device.perPod) d.whole--;
+      if (d.all === 0) this.#deviceRunning.delete(device.name);
+    };
   }
 
   /** Whether any key starting with `prefix` (e.g. a pod UID and '/') has an operation running. */

@@ -8,13 +8,20 @@ import type { VolumeReason } from '../../reasons.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
 import { relativeBeneath } from '../../volumehost/safe-fs.ts';
 import {
+  type DeviceMountableVolumePlugin,
+  isDeviceMountable,
   isNodeExpandable,
   type MounterArgs,
   reasonOf,
   specName,
   VolumeError,
 } from '../../volumehost/volume.ts';
-import type { MarkVolumeOpts, MountedVolume } from './actual-state.ts';
+import type {
+  ActualStateOfWorld,
+  DeviceMountedVolume,
+  MarkVolumeOpts,
+  MountedVolume,
+} from './actual-state.ts';
 import type { OperationName, VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
 import { markPodOwned, removeRecord, writeRecord } from './records.ts';
@@ -158,7 +165,8 @@ async function mountVolumeSteps(
         })
       : undefined;
     if (mismatch !== undefined) throw new VolumeError('NodeAffinityMismatch', mismatch);
-    const mounter = pluginMgr.findPluginByName(pluginName).newMounter(spec, pod);
+    const plugin = pluginMgr.findPluginByName(pluginName);
+    const mounter = plugin.newMounter(spec, pod);
     // Owned first (see records.ts), then kubelet's makePodDataDirs: the pod, volumes and plugins directories, 0750.
     const fs = host.getFs();
     await markPodOwned(fs, rootDir, d.podUID);
@@ -189,6 +197,7 @@ async function mountVolumeSteps(
     // failed SetUp) may be a mount that no longer answers (a FUSE or NFS server
     // gone): SetUp would wait on it for ever and hold a thread of the daemon.
     if (prev?.state === 'uncertain' && d.path) await failIfUnresponsive(ctx, d.path);
+    if (isDeviceMountable(plugin)) await mountDevice(asw, plugin, spec, pod);
     await mounter.setUp(mounterArgsFor(pod));
   } catch (err) {
     // A mounted volume stays as it was and is refreshed again; whatever a first
@@ -216,6 +225,71 @@ async function mountVolumeSteps(
   const durationMs = op.succeeded();
   asw.markVolumeAsMounted(base);
   logger.info({ ...log, durationMs, remount: prev !== undefined }, 'MountVolume.SetUp succeeded');
+}
+
+/**
+ * kubelet's GenerateMountVolumeFunc before SetUp: WaitForAttach and MountDevice
+ * (NodeStageVolume) unless the device is mounted for certain already, then
+ * the device in the actual state. An uncertain failure (the driver may still
+ * be staging) marks a device not yet known as uncertain, as kubelet's
+ * markDeviceErrorState, so that it is unstaged if no pod comes to use it. A
+ * final one leaves an uncertain device uncertain, where kubelet unmarks it:
+ * the plugin's clean-up may have found it mounted (rmdir EBUSY) and kept it,
+ * and only UnmountDevice, which finds out, takes it out of the state.
+ */
+async function mountDevice(
+  asw: ActualStateOfWorld,
+  plugin: DeviceMountableVolumePlugin,
+  spec: NonNullable<VolumeToMount['spec']>,
+  pod: V1Pod,
+): Promise<void> {
+  const deviceName = plugin.getDeviceName(spec);
+  if (deviceName === undefined) return;
+  const state = asw.deviceState(deviceName);
+  if (state === 'mounted') return;
+  const device = {
+    deviceName,
+    pluginName: plugin.name,
+    spec,
+    deviceMountPath: plugin.getDeviceMountPath(spec),
+  };
+  try {
+    await plugin.mountDevice(spec, pod);
+  } catch (err) {
+    if (err instanceof VolumeError && err.uncertain && state === undefined) asw.markDeviceAsUncertain(device);
+    throw err;
+  }
+  asw.markDeviceAsMounted(device);
+}
+
+/**
+ * kubelet's GenerateUnmountDeviceFunc: the device of a volume no pod has set up
+ * and the desired state no longer wants (the reconciler decides) is unmounted
+ * (NodeUnstageVolume) in an operation of its own, so that a failing unstage
+ * never fails a pod's TearDown. Until it succeeds the device stays in the
+ * actual state, uncertain (a new pod stages it again first), and so in
+ * node.status.volumesInUse; the executor retries it with its backoff.
+ */
+export async function unmountDevice(ctx: OperationContext, device: DeviceMountedVolume): Promise<void> {
+  const { logger, pluginMgr, asw } = ctx;
+  const log = {
+    volume: device.deviceName,
+    plugin: device.pluginName,
+    deviceMountPath: device.deviceMountPath,
+  };
+  const op = startOperation(ctx, device.pluginName, 'unmount_device', log);
+  try {
+    const plugin = pluginMgr.findPluginByName(device.pluginName);
+    if (!isDeviceMountable(plugin))
+      throw new VolumeError('UnmountFailed', `plugin ${plugin.name} does not mount devices`);
+    await plugin.unmountDevice(device.deviceMountPath);
+  } catch (err) {
+    asw.markDeviceAsUncertain(device);
+    op.failed(err, 'UnmountFailed', 'UnmountDevice failed');
+    throw err;
+  }
+  asw.markDeviceAsUnmounted(device.deviceName);
+  logger.info({ ...log, durationMs: op.succeeded() }, 'UnmountDevice succeeded');
 }
 
 /**

@@ -2,12 +2,13 @@
 // starts the operations that close the gap. Only volumes of pods no longer
 // desired are unmounted (and not while the runtime contract holds them): a
 // pod whose volume spec changed under the same UID keeps what it has mounted.
+import { isDeviceMountable, type Spec } from '../../volumehost/volume.ts';
 import { canonicalJSON } from '../canonical-json.ts';
-import type { MountedVolume } from './actual-state.ts';
+import type { DeviceMountedVolume, MountedVolume } from './actual-state.ts';
 import type { VolumeManagerContext } from './context.ts';
 import type { VolumeToMount } from './desired-state.ts';
 import type { Operation } from './operation-executor.ts';
-import { expandVolume, mountVolume, unmountVolume } from './operation-generator.ts';
+import { expandVolume, mountVolume, unmountDevice, unmountVolume } from './operation-generator.ts';
 
 export type SpecChange = 'none' | 'rerender' | 'restart';
 
@@ -56,10 +57,70 @@ export function volumesToUnmount(ctx: VolumeManagerContext): MountedVolume[] {
  * decides what the pool starts.
  */
 export function unmountVolumes(ctx: VolumeManagerContext, volumes = volumesToUnmount(ctx)): Operation[] {
-  return volumes.map((v) => ({
-    key: v.key,
-    operationName: 'volume_unmount',
-    fn: () => unmountVolume(ctx, v),
+  return volumes.map((v) => {
+    const device = deviceOf(ctx, v.pluginName, v.spec);
+    return {
+      key: v.key,
+      operationName: 'volume_unmount',
+      fn: () => unmountVolume(ctx, v),
+      // kubelet: the unmounts of one volume's pods run in parallel, never beside its MountDevice or UnmountDevice.
+      ...(device !== undefined ? { device: { name: device, perPod: true } } : {}),
+    };
+  });
+}
+
+/**
+ * kubelet's GetVolumeName for a device-mountable plugin: the device a spec's
+ * operations lock (operation-executor.ts Operation.device), undefined for the
+ * others (their operations are per pod).
+ */
+export function deviceOf(
+  ctx: Pick<VolumeManagerContext, 'pluginMgr'>,
+  pluginName: string | undefined,
+  spec: Spec | undefined,
+): string | undefined {
+  if (pluginName === undefined || spec === undefined) return undefined;
+  let plugin: ReturnType<VolumeManagerContext['pluginMgr']['findPluginByName']>;
+  try {
+    plugin = ctx.pluginMgr.findPluginByName(pluginName);
+  } catch {
+    return undefined;
+  }
+  if (!isDeviceMountable(plugin)) return undefined;
+  try {
+    return plugin.getDeviceName(spec);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * kubelet's reconciler.unmountDetachDevices: every device mounted (or maybe
+ * mounted) that no pod volume in the actual state uses and no desired volume
+ * wants. The walk over both states is done only while some device is known.
+ */
+export function devicesToUnmount(ctx: VolumeManagerContext): DeviceMountedVolume[] {
+  const devices = ctx.asw.devices();
+  if (devices.length === 0) return [];
+  const used = new Set<string>();
+  for (const v of ctx.asw.all()) {
+    const name = deviceOf(ctx, v.pluginName, v.spec);
+    if (name !== undefined) used.add(name);
+  }
+  for (const d of ctx.dsw.volumesToMount()) {
+    const name = deviceOf(ctx, d.pluginName, d.spec);
+    if (name !== undefined) used.add(name);
+  }
+  return devices.filter((d) => !used.has(d.deviceName));
+}
+
+/** The UnmountDevice operations of this pass, keyed (and locked) by the device's name. */
+export function unmountDevices(ctx: VolumeManagerContext, devices = devicesToUnmount(ctx)): Operation[] {
+  return devices.map((d) => ({
+    key: d.deviceName,
+    operationName: 'unmount_device',
+    fn: () => unmountDevice(ctx, d),
+    device: { name: d.deviceName, perPod: false },
   }));
 }
 
@@ -96,6 +157,7 @@ export function mountVolumes(ctx: VolumeManagerContext): Operation[] {
           key: d.key,
           operationName: 'volume_fs_resize',
           fn: () => expandVolume(ctx, v, pod),
+          ...locked(d),
         });
       continue;
     }
@@ -108,7 +170,18 @@ export function mountVolumes(ctx: VolumeManagerContext): Operation[] {
   function mount(d: VolumeToMount, v: MountedVolume | undefined): void {
     const pod = dsw.pod(d.podUID)?.pod;
     if (pod)
-      operations.push({ key: d.key, operationName: 'volume_mount', fn: () => mountVolume(ctx, d, pod, v) });
+      operations.push({
+        key: d.key,
+        operationName: 'volume_mount',
+        fn: () => mountVolume(ctx, d, pod, v),
+        ...locked(d),
+      });
+  }
+
+  /** kubelet: every mount of a device-mountable volume runs alone among its volume's operations (no pod in its key). */
+  function locked(d: VolumeToMount): Pick<Operation, 'device'> {
+    const device = deviceOf(ctx, d.pluginName, d.spec);
+    return device !== undefined ? { device: { name: device, perPod: false } } : {};
   }
 }
 

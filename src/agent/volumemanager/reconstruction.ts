@@ -11,7 +11,7 @@ import {
   podVolumesDir,
   unescapeQualifiedName,
 } from '../../volumehost/paths.ts';
-import { reasonOf } from '../../volumehost/volume.ts';
+import { isDeviceMountable, reasonOf } from '../../volumehost/volume.ts';
 import type { VolumeManagerContext } from './context.ts';
 import { volumeKey } from './desired-state.ts';
 import { forceUnmountUnresponsive } from './operation-generator.ts';
@@ -48,7 +48,32 @@ export async function reconstructVolumes(ctx: VolumeManagerContext): Promise<Fai
     }
   };
   await Promise.all(Array.from({ length: Math.min(RECONSTRUCT_CONCURRENCY, uids.length) }, worker));
+  await reconstructDevices(ctx);
   return failed.flat();
+}
+
+/**
+ * The devices found mounted on disk (CSI staging directories), uncertain, as
+ * kubelet marks a reconstructed device: a pod's SetUp stages it again first,
+ * and one that no pod uses any more is unstaged by the reconciler. kubelet
+ * reconstructs only the devices of the pod volumes it finds and leaks a
+ * staging mount whose pods are gone; podvol finds them all.
+ */
+async function reconstructDevices(ctx: VolumeManagerContext): Promise<void> {
+  for (const name of ctx.pluginMgr.names()) {
+    const plugin = ctx.pluginMgr.findPluginByName(name);
+    if (!isDeviceMountable(plugin)) continue;
+    try {
+      for (const d of await plugin.constructDeviceSpecs()) {
+        if (ctx.asw.deviceState(d.deviceName) !== undefined) continue;
+        ctx.asw.markDeviceAsUncertain({ ...d, pluginName: name });
+        ctx.logger.info({ volume: d.deviceName, plugin: name }, 'reconstructed device');
+      }
+    } catch (err) {
+      ctx.metrics.operationError('reconstruct', reasonOf(err, 'ReconstructFailed'));
+      ctx.logger.error({ plugin: name, err: errorMessage(err) }, 'could not reconstruct devices');
+    }
+  }
 }
 
 /** One pod directory's volumes (keys are per pod, so pods do not interfere). */

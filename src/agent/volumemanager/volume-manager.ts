@@ -25,7 +25,13 @@ import { freshRead } from './fresh-read.ts';
 import { defaultMaxConcurrentOperations, type Operation, OperationExecutor } from './operation-executor.ts';
 import { cleanupOrphanedPodDirs } from './orphan-cleanup.ts';
 import { DesiredStateOfWorldPopulator } from './populator.ts';
-import { createSpecChange, mountVolumes, unmountVolumes, volumesToUnmount } from './reconciler.ts';
+import {
+  createSpecChange,
+  mountVolumes,
+  unmountDevices,
+  unmountVolumes,
+  volumesToUnmount,
+} from './reconciler.ts';
 import { cleanOrphanVolumes, type FailedReconstruction, reconstructVolumes } from './reconstruction.ts';
 import { SettleGuard, type TeardownHold } from './settle-guard.ts';
 import { buildStatus, type PodStatus, type Terminating } from './status.ts';
@@ -261,6 +267,7 @@ export class VolumeManager {
   retryPlugin(pluginName: string): void {
     for (const d of this.dsw.volumesToMount()) if (d.pluginName === pluginName) this.executor.forget(d.key);
     for (const v of this.asw.all()) if (v.pluginName === pluginName) this.executor.forget(v.key);
+    for (const d of this.asw.devices()) if (d.pluginName === pluginName) this.executor.forget(d.deviceName);
     this.#kick();
   }
 
@@ -347,8 +354,9 @@ export class VolumeManager {
       const operations: Operation[] = [];
       if (ready) {
         const toUnmount = volumesToUnmount(this.#ctx);
+        // The devices no pod uses any more after them (kubelet's unmountDetachDevices), held with the teardowns.
         if (this.#settle.allow(this.asw.all(), toUnmount, this.dsw.size))
-          operations.push(...unmountVolumes(this.#ctx, toUnmount));
+          operations.push(...unmountVolumes(this.#ctx, toUnmount), ...unmountDevices(this.#ctx));
       }
       operations.push(...mountVolumes(this.#ctx));
       this.executor.offer(operations);

@@ -40,7 +40,7 @@ export function grpcCode(err: unknown): Status | undefined {
   return undefined;
 }
 
-const uncertainCodes = new Set<Status>([
+const uncertainCodes: ReadonlySet<Status> = new Set<Status>([
   Status.CANCELLED,
   Status.DEADLINE_EXCEEDED,
   Status.UNAVAILABLE,

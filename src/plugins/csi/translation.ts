@@ -4,6 +4,8 @@
 // replaced them, so the CSI plugin stages and publishes them through that
 // driver. Only the types below are translated; any other in-tree type stays
 // an unknown volume source.
+
+import { createHash } from 'node:crypto';
 import type {
   V1CSIPersistentVolumeSource,
   V1NodeSelectorTerm,
@@ -23,7 +25,15 @@ const regionBeta = 'failure-domain.beta.kubernetes.io/region';
 const multiZoneDelimiter = '__';
 
 /** The in-tree source field of a PersistentVolume spec and of a pod volume. */
-type InTreeField = 'gcePersistentDisk' | 'awsElasticBlockStore' | 'cinder' | 'portworxVolume';
+type InTreeField =
+  | 'gcePersistentDisk'
+  | 'awsElasticBlockStore'
+  | 'cinder'
+  | 'portworxVolume'
+  | 'azureDisk'
+  | 'azureFile'
+  | 'vsphereVolume'
+  | 'rbd';
 
 interface InTreeTranslator {
   field: InTreeField;
@@ -33,8 +43,11 @@ interface InTreeTranslator {
   topologyKey?: string;
   /** The CSI source for a PersistentVolume (the PV for its labels). */
   pvSource(pv: V1PersistentVolume): V1CSIPersistentVolumeSource;
-  /** The CSI source, the access modes and the PV name of an inline volume. */
-  inline(volume: V1Volume): { source: V1CSIPersistentVolumeSource; accessModes: string[]; name: string };
+  /** The CSI source, the access modes and the PV name of an inline volume (of a pod in `podNamespace`). */
+  inline(
+    volume: V1Volume,
+    podNamespace: string,
+  ): { source: V1CSIPersistentVolumeSource; accessModes: string[]; name: string };
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: the in-tree sources are read field by field, whichever type they are.
@@ -172,7 +185,199 @@ const translators: readonly InTreeTranslator[] = [
       };
     },
   },
+  {
+    // azure_disk.go: the disk URI is the handle; no topology translation.
+    field: 'azureDisk',
+    inTreePluginName: 'kubernetes.io/azure-disk',
+    driver: 'disk.csi.azure.com',
+    pvSource: (pv) => azureDiskSource(srcOf(pv.spec, 'azureDisk'), false),
+    inline(volume) {
+      const src = srcOf(volume, 'azureDisk');
+      return {
+        name: `disk.csi.azure.com-${src.diskName}`,
+        accessModes: ['ReadWriteOnce'],
+        source: azureDiskSource(src, true),
+      };
+    },
+  },
+  {
+    // azure_file.go: handle <resource group>#<account>#<share>#, the account from the secret's name.
+    field: 'azureFile',
+    inTreePluginName: 'kubernetes.io/azure-file',
+    driver: 'file.csi.azure.com',
+    pvSource(pv) {
+      const src = srcOf(pv.spec, 'azureFile');
+      const resourceGroup = pv.metadata?.annotations?.['kubernetes.io/azure-file-resource-group'] ?? '';
+      // A PersistentVolume's secret is in its secretNamespace, "default" without one.
+      return azureFileSource(src, resourceGroup, src.secretNamespace ?? 'default');
+    },
+    inline(volume, podNamespace) {
+      const src = srcOf(volume, 'azureFile');
+      return {
+        name: `file.csi.azure.com-${src.shareName}`,
+        accessModes: ['ReadWriteMany'],
+        // An inline volume's secret is in the pod's namespace.
+        source: azureFileSource(src, '', podNamespace || 'default'),
+      };
+    },
+  },
+  {
+    // vsphere_volume.go: the volume path is the handle; no readOnly, no topology translation.
+    field: 'vsphereVolume',
+    inTreePluginName: 'kubernetes.io/vsphere-volume',
+    driver: 'csi.vsphere.vmware.com',
+    pvSource: (pv) => vsphereSource(srcOf(pv.spec, 'vsphereVolume')),
+    inline(volume) {
+      const src = srcOf(volume, 'vsphereVolume');
+      return {
+        name: `csi.vsphere.vmware.com-${src.volumePath}`,
+        accessModes: ['ReadWriteOnce'],
+        source: vsphereSource(src),
+      };
+    },
+  },
+  {
+    // rbd.go: a static volume's handle composed from its monitors, image and pool; no topology translation.
+    field: 'rbd',
+    inTreePluginName: 'kubernetes.io/rbd',
+    driver: 'rbd.csi.ceph.com',
+    pvSource: (pv) => rbdPVSource(pv),
+    inline(volume, podNamespace) {
+      const src = srcOf(volume, 'rbd');
+      const secretRef = src.secretRef?.name
+        ? { name: src.secretRef.name, namespace: podNamespace }
+        : undefined;
+      return {
+        name: `rbd.csi.ceph.com-${src.image}`,
+        accessModes: [src.readOnly === true ? 'ReadOnlyMany' : 'ReadWriteOnce'],
+        source: {
+          driver: 'rbd.csi.ceph.com',
+          volumeHandle: src.image ?? '',
+          fsType: src.fsType ?? '',
+          volumeAttributes: {
+            clusterID: md5Hex((src.monitors ?? []).join(',')),
+            pool: src.pool || 'rbd',
+            staticVolume: 'true',
+            imageFeatures: 'layering',
+          },
+          ...(secretRef ? { nodeStageSecretRef: secretRef, controllerExpandSecretRef: secretRef } : {}),
+        },
+      };
+    },
+  },
 ];
+
+const md5Hex = (s: string) => createHash('md5').update(s).digest('hex');
+
+/**
+ * rbd.go TranslateInTreePVToCSI: the handle from the PV's
+ * rbd.csi.ceph.com/volume-handle annotation (a volume ceph-csi made) or, for
+ * a static one, mig_mons-<md5(monitors)>_image-<image after
+ * kubernetes-dynamic-pvc->_<hex(pool)>; the node attributes, the access mode
+ * from readOnly, the secret as node stage and controller expand secret.
+ */
+function rbdPVSource(pv: V1PersistentVolume): V1CSIPersistentVolumeSource {
+  const src = srcOf(pv.spec, 'rbd');
+  const annotations = pv.metadata?.annotations ?? {};
+  const attributes: Record<string, string> = {};
+  let handle: string;
+  const annotated = annotations['rbd.csi.ceph.com/volume-handle'] ?? '';
+  if (annotated !== '') {
+    handle = annotated;
+    attributes.clusterID = annotations.clusterID ?? '';
+  } else {
+    const mons = (src.monitors ?? []).join(',');
+    const image: string = src.image ?? '';
+    const prefix = 'kubernetes-dynamic-pvc-';
+    // The lib takes what follows the prefix (and panics without one): podvol refuses such an image.
+    const at = image.indexOf(prefix);
+    if (at < 0)
+      throw new Error(
+        `rbd image ${JSON.stringify(image)} has no ${prefix} prefix to compose a volume handle from`,
+      );
+    const imageID = image.slice(at + prefix.length).split(prefix)[0];
+    attributes.staticVolume = 'true';
+    attributes.clusterID = md5Hex(mons);
+    handle = [
+      'mig',
+      `mons-${md5Hex(mons)}`,
+      `image-${imageID}`,
+      Buffer.from(src.pool ?? '').toString('hex'),
+    ].join('_');
+  }
+  // fillVolAttrsForRequest.
+  attributes.imageName = src.image ?? '';
+  attributes.pool = src.pool ?? '';
+  attributes.imageFeatures = annotations.imageFeatures || 'layering';
+  attributes.imageFormat = annotations.imageFormat ?? '';
+  attributes.journalPool = annotations.journalPool ?? '';
+  attributes.migration = 'true';
+  attributes.tryOtherMounters = 'true';
+  return {
+    driver: 'rbd.csi.ceph.com',
+    volumeHandle: handle,
+    fsType: src.fsType ?? '',
+    volumeAttributes: attributes,
+    ...(src.secretRef ? { nodeStageSecretRef: src.secretRef, controllerExpandSecretRef: src.secretRef } : {}),
+  };
+}
+
+/**
+ * azure_disk.go: kind "Managed" unless the source says, cachingMode and
+ * fsType (also as attributes) when set, readOnly, and csi-migration "true"
+ * (the driver's sign of a migrated volume). An inline volume's empty
+ * cachingMode is left out, a PersistentVolume's kept, as the lib does.
+ */
+function azureDiskSource(src: AnySource, inline: boolean): V1CSIPersistentVolumeSource {
+  const attributes: Record<string, string> = { kind: 'Managed', 'csi-migration': 'true' };
+  if (src.cachingMode != null && (!inline || src.cachingMode !== ''))
+    attributes.cachingMode = src.cachingMode;
+  if (src.fsType != null) attributes.fsType = src.fsType;
+  if (src.kind != null) attributes.kind = src.kind;
+  return {
+    driver: 'disk.csi.azure.com',
+    volumeHandle: src.diskURI ?? '',
+    readOnly: src.readOnly === true,
+    fsType: src.fsType ?? '',
+    volumeAttributes: attributes,
+  };
+}
+
+/** azure_file.go getStorageAccountName: the account of a secret named azure-storage-account-<account>-secret, else the name itself. */
+export function azureFileAccountName(secretName: string): string {
+  return /azure-storage-account-(.+)-secret/.exec(secretName)?.[1] ?? secretName;
+}
+
+/** azure_file.go: the share as attribute sharename, the secret as the node stage secret (NodeStageVolume mounts the share). */
+function azureFileSource(
+  src: AnySource,
+  resourceGroup: string,
+  secretNamespace: string,
+): V1CSIPersistentVolumeSource {
+  const secretName: string = src.secretName ?? '';
+  const share: string = src.shareName ?? '';
+  return {
+    driver: 'file.csi.azure.com',
+    volumeHandle: `${resourceGroup}#${azureFileAccountName(secretName)}#${share}#`,
+    readOnly: src.readOnly === true,
+    volumeAttributes: { sharename: share, 'csi-migration': 'true' },
+    nodeStageSecretRef: { name: secretName, namespace: secretNamespace },
+  };
+}
+
+/**
+ * vsphere_volume.go: fsType carried over, storagepolicyname when set. The
+ * lib's inline translation reads the policy from the PV it is building (nil
+ * there, so it would panic on a policy); podvol reads the volume's, as meant.
+ */
+function vsphereSource(src: AnySource): V1CSIPersistentVolumeSource {
+  return {
+    driver: 'csi.vsphere.vmware.com',
+    volumeHandle: src.volumePath ?? '',
+    fsType: src.fsType ?? '',
+    volumeAttributes: src.storagePolicyName ? { storagepolicyname: src.storagePolicyName } : {},
+  };
+}
 
 function ebsSource(src: AnySource): V1CSIPersistentVolumeSource {
   let handle: string;
@@ -285,10 +490,11 @@ export function isMigratable(spec: Spec): boolean {
  * <driver>-<disk> (its directory and the unique part of its staging path, as
  * in kubelet), with the pod's volume entry kept for its name; readOnly stays
  * the spec's (for an inline volume, false: the source's readOnly goes to the
- * CSI source, i.e. to ControllerPublishVolume, as in kubelet). Untranslatable
+ * CSI source, i.e. to ControllerPublishVolume, as in kubelet); an inline
+ * azureFile's secret is looked up in the pod's namespace. Untranslatable
  * input (an EBS id that is not one) fails the volume with kubelet's words.
  */
-export function translateInTreeSpecToCSI(spec: Spec): Spec {
+export function translateInTreeSpecToCSI(spec: Spec, podNamespace = ''): Spec {
   try {
     const pv = spec.persistentVolume;
     if (pv) {
@@ -300,11 +506,14 @@ export function translateInTreeSpecToCSI(spec: Spec): Spec {
       if (t.topologyKey) out = translateTopology(out, t.topologyKey);
       if (t.field === 'gcePersistentDisk' && out.spec)
         out.spec.accessModes = gceAccessModes(out.spec.accessModes);
+      // rbd.go: the access mode is the source's readOnly.
+      if (t.field === 'rbd' && out.spec)
+        out.spec.accessModes = [srcOf(pv.spec, 'rbd').readOnly === true ? 'ReadOnlyMany' : 'ReadWriteOnce'];
       return { ...spec, persistentVolume: out };
     }
     const t = translatorFor(spec.volume);
     if (!t || !spec.volume) return spec;
-    const { source, accessModes, name } = t.inline(spec.volume);
+    const { source, accessModes, name } = t.inline(spec.volume, podNamespace);
     return {
       ...spec,
       persistentVolume: {

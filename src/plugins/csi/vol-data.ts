@@ -1,9 +1,11 @@
 // kubelet's CSI on-disk layout and its vol_data.json files (csi_util.go
-// saveVolumeData/loadVolumeData, csi_attacher.go MakeDeviceMountPath).
+// saveVolumeData/loadVolumeData, csi_attacher.go MakeDeviceMountPath), read
+// and written through the volume host's filesystem (VolumeHost.getFs().ops),
+// so that `podvol plan` runs the same code on its recording one.
 import { createHash } from 'node:crypto';
-import { readFile, rename, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { errnoCode, errorMessage } from '../../errno.ts';
+import { type FsOps, O_CREAT, O_TRUNC, O_WRONLY } from '../../volumehost/fs.ts';
 import { VolumeError } from '../../volumehost/volume.ts';
 import { goEncodeMap } from './gojson.ts';
 
@@ -65,17 +67,22 @@ export function checkSpecName(name: string): void {
 }
 
 /** Written atomically so a crash never leaves a half file that blocks teardown. */
-export async function saveVolumeData(dir: string, data: Record<string, string>): Promise<void> {
+export async function saveVolumeData(fs: FsOps, dir: string, data: Record<string, string>): Promise<void> {
   const file = join(dir, volDataFileName);
   // kubelet's os.Create: 0666 less the umask, 0644 under kubelet's (and podvol's) 022.
-  await writeFile(`${file}.tmp`, goEncodeMap(data), { mode: 0o644 });
-  await rename(`${file}.tmp`, file);
+  const fh = await fs.open(`${file}.tmp`, O_WRONLY | O_CREAT | O_TRUNC, 0o644);
+  try {
+    await fh.writeFile(goEncodeMap(data));
+  } finally {
+    await fh.close();
+  }
+  await fs.rename(`${file}.tmp`, file);
 }
 
-export async function loadVolumeData(dir: string): Promise<Record<string, string> | undefined> {
+export async function loadVolumeData(fs: FsOps, dir: string): Promise<Record<string, string> | undefined> {
   let text: string;
   try {
-    text = await readFile(join(dir, volDataFileName), 'utf8');
+    text = (await fs.readFile(join(dir, volDataFileName))).toString('utf8');
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') return undefined;
     throw err;
@@ -92,4 +99,43 @@ export async function loadVolumeData(dir: string): Promise<Record<string, string
       `failed to parse ${join(dir, volDataFileName)}: ${errorMessage(err)}`,
     );
   }
+}
+
+/** os.MkdirAll through the host's filesystem: `path` and its missing parents, each with `mode` (less the umask). */
+export async function mkdirAll(fs: FsOps, path: string, mode: number): Promise<void> {
+  try {
+    await fs.mkdir(path, mode);
+    return;
+  } catch (err) {
+    if (errnoCode(err) === 'EEXIST') {
+      if ((await fs.stat(path)).isDirectory()) return;
+      throw err;
+    }
+    if (errnoCode(err) !== 'ENOENT' || dirname(path) === path) throw err;
+  }
+  await mkdirAll(fs, dirname(path), mode);
+  await fs.mkdir(path, mode).catch((err: unknown) => {
+    if (errnoCode(err) !== 'EEXIST') throw err;
+  });
+}
+
+/**
+ * kubelet's removeMountDir: the mount directory (if nothing is mounted there),
+ * its vol_data.json, the directory. rmdir itself is the mount check: the
+ * kernel refuses to remove a mount point (EBUSY), with no window between a
+ * look at the mount table and the removal, and never removes contents.
+ */
+export async function removeMountDir(fs: FsOps, dir: string, mountDir: string): Promise<void> {
+  await fs.rmdir(mountDir).catch((err: unknown) => {
+    if (errnoCode(err) === 'EBUSY') {
+      throw new VolumeError('StillMounted', `${mountDir} is still mounted; not removing it`);
+    }
+    if (errnoCode(err) !== 'ENOENT') throw err;
+  });
+  await fs.unlink(join(dir, volDataFileName)).catch((err: unknown) => {
+    if (errnoCode(err) !== 'ENOENT') throw err;
+  });
+  await fs.rmdir(dir).catch((err: unknown) => {
+    if (errnoCode(err) !== 'ENOENT') throw err;
+  });
 }

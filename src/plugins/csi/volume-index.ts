@@ -12,8 +12,8 @@
 // directory removed behind podvol's back (orphan cleanup of a directory with
 // a leftover json) never keeps a volume staged forever, and a listed user is
 // never trusted without its file.
-import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { FsOps } from '../../volumehost/fs.ts';
 import { escapeQualifiedName } from '../../volumehost/paths.ts';
 import { csiPluginName, loadVolumeData, uniqueVolumeName, volDataKey } from './vol-data.ts';
 
@@ -23,6 +23,8 @@ export interface StagedVolume {
 }
 
 export interface VolumeIndexDirs {
+  /** The host's filesystem (VolumeHost.getFs().ops). */
+  fs: FsOps;
   /** <root>/pods */
   podsDir: string;
   /** <root>/plugins/kubernetes.io/csi */
@@ -52,20 +54,20 @@ export class VolumeIndex {
   }
 
   async #scan(): Promise<void> {
-    const { podsDir, pluginDir } = this.#dirs();
-    for (const uid of await list(podsDir)) {
+    const { fs, podsDir, pluginDir } = this.#dirs();
+    for (const uid of await list(fs, podsDir)) {
       const base = join(podsDir, uid, 'volumes', escapedName);
-      for (const inner of await list(base)) {
+      for (const inner of await list(fs, base)) {
         const dir = join(base, inner);
-        const data = await loadVolumeData(dir).catch(() => undefined);
+        const data = await loadVolumeData(fs, dir).catch(() => undefined);
         const driver = data?.[volDataKey.driverName];
         const handle = data?.[volDataKey.volHandle];
         if (driver && handle) this.addUser(dir, driver, handle);
       }
     }
-    for (const driver of await list(pluginDir)) {
-      for (const hash of await list(join(pluginDir, driver))) {
-        const data = await loadVolumeData(join(pluginDir, driver, hash)).catch(() => undefined);
+    for (const driver of await list(fs, pluginDir)) {
+      for (const hash of await list(fs, join(pluginDir, driver))) {
+        const data = await loadVolumeData(fs, join(pluginDir, driver, hash)).catch(() => undefined);
         const handle = data?.[volDataKey.volHandle];
         // A json naming another driver than its directory is not ours to act on.
         if (handle && data?.[volDataKey.driverName] === driver) this.addStaged(driver, handle);
@@ -101,7 +103,7 @@ export class VolumeIndex {
     this.#staged.delete(uniqueVolumeName(driver, handle));
   }
 
-  /** Volumes with a staging json, for the orphan sweep. */
+  /** Volumes with a staging json: the devices reconstruction puts in the actual state. */
   staged(): StagedVolume[] {
     return [...this.#staged.values()];
   }
@@ -123,7 +125,7 @@ export class VolumeIndex {
     for (const dir of [...(this.#users.get(unique) ?? [])]) {
       let data: Record<string, string> | undefined;
       try {
-        data = await loadVolumeData(dir);
+        data = await loadVolumeData(this.#dirs().fs, dir);
       } catch {
         out.push(dir);
         continue;
@@ -135,9 +137,9 @@ export class VolumeIndex {
   }
 }
 
-async function list(dir: string): Promise<string[]> {
+async function list(fs: FsOps, dir: string): Promise<string[]> {
   try {
-    return await readdir(dir);
+    return await fs.readdir(dir);
   } catch {
     return [];
   }

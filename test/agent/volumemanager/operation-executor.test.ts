@@ -312,3 +312,47 @@ test('through the StatProbe: a hostPath-like SetUp whose stat child hangs holds 
   assert.equal(children.length, 1);
   exited.resolve();
 });
+
+test("a device's operations: whole-device ones (mount, UnmountDevice) run alone, its pods' unmounts side by side", async () => {
+  const ex = new OperationExecutor(Date.now, 16);
+  const gates: (() => void)[] = [];
+  const held = () =>
+    new Promise<void>((r) => {
+      gates.push(r);
+    });
+  const dev = 'kubernetes.io/csi/d^h';
+  const whole = { name: dev, perPod: false };
+  const perPod = { name: dev, perPod: true };
+  // Two pods' unpublishes of the same volume run together.
+  assert.deepEqual(
+    ex.offer([
+      { key: 'a/v', operationName: 'volume_unmount', fn: held, device: perPod },
+      { key: 'b/v', operationName: 'volume_unmount', fn: held, device: perPod },
+      // Neither a third pod's mount nor the UnmountDevice while they run.
+      { key: 'c/v', operationName: 'volume_mount', fn: held, device: whole },
+      { key: dev, operationName: 'unmount_device', fn: held, device: whole },
+      // Another device is not held back.
+      { key: 'c/w', operationName: 'volume_mount', fn: held, device: { name: 'other', perPod: false } },
+    ]),
+    ['started', 'started', 'already-pending', 'already-pending', 'started'],
+  );
+  for (const g of gates.splice(0)) g();
+  await ex.drain();
+  // A whole-device operation running holds back every other of its device, per pod or not.
+  assert.deepEqual(
+    ex.offer([
+      { key: dev, operationName: 'unmount_device', fn: held, device: whole },
+      { key: 'c/v', operationName: 'volume_mount', fn: held, device: whole },
+      { key: 'a/v', operationName: 'volume_unmount', fn: held, device: perPod },
+    ]),
+    ['started', 'already-pending', 'already-pending'],
+  );
+  for (const g of gates.splice(0)) g();
+  await ex.drain();
+  assert.equal(
+    ex.run('c/v', 'volume_mount', async () => {}),
+    'started',
+    'released once it ended',
+  );
+  await ex.drain();
+});

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { CSIPlugin } from '../../../src/plugins/csi/csi-plugin.ts';
 import { VolumeError } from '../../../src/volumehost/volume.ts';
 import { readCalls } from '../../csi/driver.ts';
-import { claimVolume, startHarness } from '../../csi/harness.ts';
+import { claimVolume, setUpVolume, startHarness, unmountDeviceOf } from '../../csi/harness.ts';
 import { waitFor } from '../../helpers/daemon.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
 
@@ -32,11 +32,13 @@ mountTest(
     const hung = claimVolume(h, 1, 1, { handle: 'vol-hang' });
     const other = claimVolume(h, 2);
 
-    const hanging = h.plugin.newMounter(hung.spec, hung.pod).setUp({});
+    const hanging = setUpVolume(h.plugin, hung);
+    await publishing(h.plugin, hung);
     // While it hangs, another pod's volume of the same driver is set up and torn down.
-    await h.plugin.newMounter(other.spec, other.pod).setUp({});
+    await setUpVolume(h.plugin, other);
     assert.equal(h.plugin.phaseOf(hung.uid, hung.inner), 'publishing');
     await h.plugin.newUnmounter(other.inner, other.uid).tearDown();
+    await unmountDeviceOf(h.plugin, other);
 
     const err = await hanging.then(
       () => assert.fail('a call that never answers cannot succeed'),
@@ -45,11 +47,12 @@ mountTest(
     assert.ok(err instanceof VolumeError);
     assert.equal(err.reason, 'CSICallUncertain');
     assert.match(err.message, /^NodePublishVolume failed: rpc error: code = DeadlineExceeded desc = /);
-    // Uncertain: the pod's json stays, so the teardown still unpublishes and unstages.
+    // Uncertain: the pod's json stays, so the teardown still unpublishes, and the device is unstaged after it.
     const dir = join(h.root, 'pods', hung.uid, 'volumes', 'kubernetes.io~csi', hung.inner);
     assert.ok(existsSync(join(dir, 'vol_data.json')));
     await h.plugin.newUnmounter(hung.inner, hung.uid).tearDown();
     assert.ok(!existsSync(dir));
+    await unmountDeviceOf(h.plugin, hung);
     const unstaged = readCalls(h.stateDir).filter((c) => c.method === 'NodeUnstageVolume');
     assert.deepEqual(
       unstaged.map((c) => c.request.volume_id),
@@ -58,7 +61,7 @@ mountTest(
 
     // Shutdown: with kubelet's 2-minute deadline, only the cancellation ends this call within the test.
     const plugin = h.newPlugin({ timeoutMs: never });
-    const stuck = plugin.newMounter(hung.spec, hung.pod).setUp({});
+    const stuck = setUpVolume(plugin, hung);
     await publishing(plugin, hung);
     assert.equal(plugin.cancelCalls(), 1);
     const cancelled = await stuck.then(

@@ -67,6 +67,7 @@ mountTest(
     t.after(() => h.stop());
     const v = labelledVolume(h, 1);
     const mounter = h.plugin.newMounter(v.spec, v.pod);
+    await h.plugin.mountDevice(v.spec, v.pod);
     await mounter.setUp({});
 
     // Go's %q quoting keeps the level's comma inside the one option.
@@ -110,6 +111,7 @@ mountTest('SELinux forced on: the rules that leave the context out', async (t) =
   ];
   for (const v of cases) {
     const mounter = h.plugin.newMounter(v.spec, v.pod);
+    await h.plugin.mountDevice(v.spec, v.pod);
     await mounter.setUp({});
     assert.deepEqual(flagsOf(h, 'NodeStageVolume', v.handle), [[]], v.handle);
     assert.deepEqual(flagsOf(h, 'NodePublishVolume', v.handle), [[]], v.handle);
@@ -136,13 +138,10 @@ mountTest('SELinux forced on: the rules that leave the context out', async (t) =
       ],
     },
   });
-  const err = await h.plugin
-    .newMounter(conflict.spec, conflict.pod)
-    .setUp({})
-    .then(
-      () => assert.fail('two labels on one volume cannot both be mounted'),
-      (e: unknown) => e,
-    );
+  const err = await h.plugin.mountDevice(conflict.spec, conflict.pod).then(
+    () => assert.fail('two labels on one volume cannot both be mounted'),
+    (e: unknown) => e,
+  );
   assert.ok(err instanceof VolumeError);
   assert.equal(err.reason, 'SELinuxLabelConflict');
   assert.equal(
@@ -162,7 +161,9 @@ mountTest(
     });
     t.after(() => h.stop());
     const v = labelledVolume(h, 7, { accessModes: ['ReadWriteOnce'] });
+    await h.plugin.mountDevice(v.spec, v.pod);
     await h.plugin.newMounter(v.spec, v.pod).setUp({});
+    assert.deepEqual(flagsOf(h, 'NodeStageVolume', v.handle), [[`context="${label}"`]]);
     assert.deepEqual(flagsOf(h, 'NodePublishVolume', v.handle), [[`context="${label}"`]]);
     await h.plugin.newUnmounter(v.inner, v.uid).tearDown();
   },
@@ -176,6 +177,7 @@ mountTest('on this host (no SELinux) nothing changes, whatever the driver and po
   t.after(() => h.stop());
   const v = labelledVolume(h, 8);
   const mounter = h.plugin.newMounter(v.spec, v.pod);
+  await h.plugin.mountDevice(v.spec, v.pod);
   await mounter.setUp({});
   assert.deepEqual(flagsOf(h, 'NodeStageVolume', v.handle), [[]]);
   assert.deepEqual(flagsOf(h, 'NodePublishVolume', v.handle), [[]]);
