@@ -14,6 +14,7 @@ import { type Logger, silentLogger } from '../logger.ts';
 import type { Guard } from './access/guard.ts';
 import { isLoopback } from './access/serving.ts';
 import { createConnectionBudget, tcpPeer } from './connection-budget.ts';
+import { loadSocketQueues } from './socket-queues.ts';
 
 export interface HttpHandlers {
   registry: Registry;
@@ -95,7 +96,19 @@ export function createHttpServer(
     : createServer(opts, handler);
   server.maxRequestsPerSocket = limits.maxRequestsPerSocket;
   server.setTimeout(limits.socketTimeoutMs);
-  const budget = createConnectionBudget(limits, logger.child({ component: 'http' }));
+  const log = logger.child({ component: 'http' });
+  const queues = loadSocketQueues();
+  const budget = createConnectionBudget(limits, log, queues ? { unread: queues.unread } : {});
+  // Connections that have sent nothing stay in the kernel until they do
+  // (socket-queues.ts): a silent flood costs no descriptor, and a probe is
+  // accepted with its request.
+  server.once('listening', () => {
+    if (!queues?.deferAccept(server))
+      log.warn(
+        { addon: queues ? 'built' : 'not built' },
+        'cannot defer accepting silent connections (TCP_DEFER_ACCEPT, native/sockq): under a flood of them a probe can be closed before its request arrives',
+      );
+  });
   // For TLS this is the raw TCP socket, before the handshake: a client that
   // never sends a ClientHello counts (and is evicted) like any other.
   // Every local user connects from a loopback address: a share for "that
