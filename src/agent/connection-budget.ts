@@ -17,9 +17,10 @@
 // that accepted it, so the budget asks the kernel what waits unread
 // (FIONREAD) instead of trusting what Node has read (socket-queues.ts).
 // A connection is refused (destroyed at once, never half-closed) only when
-// every connection it could replace is serving a request. A slowloris client
-// that trickles header bytes has not spoken here (its request never arrives),
-// so it is evicted in its turn. The cap is never exceeded, and the caps keep
+// every connection it could replace is serving a request, or, where the
+// listener defers accepting (refuseSilent), when it arrives at the cap
+// without having spoken. A slowloris client that trickles header bytes has
+// not spoken here (its request never arrives), so it is evicted in its turn. The cap is never exceeded, and the caps keep
 // client sockets well below the descriptor limit (connectionCaps), so the
 // mount work always has descriptors.
 import { readFileSync } from 'node:fs';
@@ -80,6 +81,15 @@ export interface BudgetOptions {
   now?: () => number;
   /** Bytes waiting unread on a socket; default the native addon's answer. */
   unread?: SocketQueues['unread'];
+  /**
+   * True while the listener defers accepting until a connection speaks
+   * (TCP_DEFER_ACCEPT): a connection that arrives at the cap without having
+   * spoken then sent a fragment (a slowloris) or nothing for the whole
+   * deferral, never a probe's request, and is refused at once instead of
+   * taking a held connection's place. That keeps what a slowloris flood costs
+   * to an accept and a close per connection (no HTTP parser, no TLS socket).
+   */
+  refuseSilent?: () => boolean;
 }
 
 export function createConnectionBudget(
@@ -101,6 +111,11 @@ export function createConnectionBudget(
     logger,
     'connection refused: every connection it could replace is serving a request',
   );
+  const refusedSilent = perPeerNotices(
+    logger,
+    'connection refused at the cap: it arrived without a request (a fragment, or silent for the whole accept deferral)',
+  );
+  const spoke = (s: Socket) => s.bytesRead + (unread ? unread(s) : 0) >= SPOKE_BYTES;
 
   const drop = (h: Held) => {
     all.delete(h.socket);
@@ -157,7 +172,13 @@ export function createConnectionBudget(
   return {
     admit(socket, peer, ownShare = true) {
       const mine = byPeer.get(peer);
-      if (ownShare && mine && mine.size >= limits.perPeer) {
+      const atShare = ownShare && mine !== undefined && mine.size >= limits.perPeer;
+      if ((atShare || all.size >= limits.max) && options.refuseSilent?.() && !spoke(socket)) {
+        socket.destroy();
+        refusedSilent(peer, {});
+        return false;
+      }
+      if (atShare && mine) {
         const v = victim(mine);
         if (!v) return refuse(socket, peer);
         evict(v, peer);

@@ -98,24 +98,36 @@ export function createHttpServer(
   server.setTimeout(limits.socketTimeoutMs);
   const log = logger.child({ component: 'http' });
   const queues = loadSocketQueues();
-  const budget = createConnectionBudget(limits, log, queues ? { unread: queues.unread } : {});
   // Connections that have sent nothing stay in the kernel until they do
   // (socket-queues.ts): a silent flood costs no descriptor, and a probe is
   // accepted with its request.
+  let deferred = false;
   server.once('listening', () => {
-    if (!queues?.deferAccept(server))
+    deferred = queues?.deferAccept(server) ?? false;
+    if (!deferred)
       log.warn(
         { addon: queues ? 'built' : 'not built' },
         'cannot defer accepting silent connections (TCP_DEFER_ACCEPT, native/sockq): under a flood of them a probe can be closed before its request arrives',
       );
   });
+  const budget = createConnectionBudget(limits, log, {
+    ...(queues ? { unread: queues.unread } : {}),
+    refuseSilent: () => deferred,
+  });
   // For TLS this is the raw TCP socket, before the handshake: a client that
   // never sends a ClientHello counts (and is evicted) like any other.
   // Every local user connects from a loopback address: a share for "that
   // peer" would only shrink the room a local probe has under a local flood.
+  // Node's own 'connection' listeners (the HTTP parser's set-up; for HTTPS the
+  // TLS socket over the raw one, an OpenSSL session) run only for a connection
+  // the budget admits: a refused one costs an accept and a close, which is
+  // what a reconnecting flood makes podvol pay for every one of its connections.
+  const setUp = server.listeners('connection');
+  server.removeAllListeners('connection');
   server.on('connection', (socket: Socket) => {
     const peer = tcpPeer(socket);
-    budget.admit(socket, peer, !isLoopback(peer));
+    if (!budget.admit(socket, peer, !isLoopback(peer))) return;
+    for (const listener of setUp) Reflect.apply(listener, server, [socket]);
   });
   // Requests arrive on the TLS socket, the budget holds the raw one beneath it:
   // Node links them only internally (TLSSocket._parent), read as peercred reads _handle.

@@ -168,6 +168,34 @@ test('without the addon only what Node read counts: the same batch evicts the pr
   assert.equal(await probe.closed, true, 'the fallback this addon exists for');
 });
 
+test('where the listener defers accepting, a newcomer at the cap that has not spoken is refused; one that has evicts', async (t) => {
+  const { open } = await harness(t, { unreadData: true });
+  let deferring = true;
+  const budget = createConnectionBudget({ ...limits, max: 2 }, silentLogger(), {
+    refuseSilent: () => deferring,
+  });
+  t.after(() => budget.close());
+  const held = [await open(), await open()];
+  for (const h of held) budget.admit(h.server, '127.0.0.1', false);
+  const fragment = await open('G');
+  assert.equal(budget.admit(fragment.server, '127.0.0.1', false), false, 'a one-byte fragment is refused');
+  assert.equal(await fragment.closed, true);
+  assert.ok(
+    held.every((h) => !h.server.destroyed),
+    'and takes no held connection’s place',
+  );
+  const probe = await open(request);
+  assert.equal(budget.admit(probe.server, '127.0.0.1', false), true, 'a request evicts');
+  assert.equal(await held[0]?.closed, true, 'the oldest silent one');
+  deferring = false;
+  const silent = await open();
+  assert.equal(
+    budget.admit(silent.server, '127.0.0.1', false),
+    true,
+    'without the deferral, silent ones evict too',
+  );
+});
+
 test('among idle connections that spoke, one with nothing waiting goes before one whose bytes wait unread', async (t) => {
   const read = await harness(t);
   const queued = await harness(t, { unreadData: true });
