@@ -18,8 +18,8 @@
 // (FIONREAD) instead of trusting what Node has read (socket-queues.ts).
 // A connection is refused (destroyed at once, never half-closed) only when
 // every connection it could replace is serving a request, or, where the
-// listener defers accepting (refuseSilent), when it arrives at the cap
-// without having spoken. A slowloris client that trickles header bytes has
+// listener defers accepting (refuseSilent), when it arrives at the cap or its
+// peer's share without having spoken. A slowloris client that trickles header bytes has
 // not spoken here (its request never arrives), so it is evicted in its turn. The cap is never exceeded, and the caps keep
 // client sockets well below the descriptor limit (connectionCaps), so the
 // mount work always has descriptors.
@@ -82,14 +82,17 @@ export interface BudgetOptions {
   /** Bytes waiting unread on a socket; default the native addon's answer. */
   unread?: SocketQueues['unread'];
   /**
-   * True while the listener defers accepting until a connection speaks
-   * (TCP_DEFER_ACCEPT): a connection that arrives at the cap without having
-   * spoken then sent a fragment (a slowloris) or nothing for the whole
-   * deferral, never a probe's request, and is refused at once instead of
-   * taking a held connection's place. That keeps what a slowloris flood costs
-   * to an accept and a close per connection (no HTTP parser, no TLS socket).
+   * Whether a newcomer that has not spoken is refused at once, at its peer's
+   * share or at the listener's cap, instead of taking a held connection's
+   * place. True at both while the listener defers accepting until a
+   * connection speaks (TCP_DEFER_ACCEPT): such a connection sent a fragment
+   * (a slowloris) or nothing for the whole deferral, never a probe's request.
+   * The runtime socket says so at a share: a caller that already holds half
+   * the socket is a flood. Either way a flood's connection then costs an
+   * accept and a close (no HTTP parser, no TLS socket), not an eviction and
+   * a set-up.
    */
-  refuseSilent?: () => boolean;
+  refuseSilent?: (at: 'share' | 'cap') => boolean;
 }
 
 export function createConnectionBudget(
@@ -113,7 +116,7 @@ export function createConnectionBudget(
   );
   const refusedSilent = perPeerNotices(
     logger,
-    'connection refused at the cap: it arrived without a request (a fragment, or silent for the whole accept deferral)',
+    'connection refused: it arrived at the cap or its peer’s share without a request',
   );
   const spoke = (s: Socket) => s.bytesRead + (unread ? unread(s) : 0) >= SPOKE_BYTES;
 
@@ -173,7 +176,10 @@ export function createConnectionBudget(
     admit(socket, peer, ownShare = true) {
       const mine = byPeer.get(peer);
       const atShare = ownShare && mine !== undefined && mine.size >= limits.perPeer;
-      if ((atShare || all.size >= limits.max) && options.refuseSilent?.() && !spoke(socket)) {
+      const atCap = all.size >= limits.max;
+      const refuseSilent =
+        (atShare && options.refuseSilent?.('share')) || (atCap && options.refuseSilent?.('cap'));
+      if (refuseSilent && !spoke(socket)) {
         socket.destroy();
         refusedSilent(peer, {});
         return false;

@@ -196,6 +196,18 @@ test('where the listener defers accepting, a newcomer at the cap that has not sp
   );
 });
 
+test('the runtime socket’s rule: a caller at its share is refused a silent newcomer, another caller is not', async (t) => {
+  const { open } = await harness(t, { unreadData: true });
+  const budget = createConnectionBudget({ max: 10, perPeer: 2, idleMs: 60_000 }, silentLogger(), {
+    refuseSilent: (at) => at === 'share',
+  });
+  t.after(() => budget.close());
+  for (let i = 0; i < 2; i++) budget.admit((await open()).server, 'uid 65534');
+  assert.equal(budget.admit((await open()).server, 'uid 65534'), false, 'the flood at its share');
+  assert.equal(budget.admit((await open(request)).server, 'uid 65534'), true, 'its request still gets in');
+  assert.equal(budget.admit((await open()).server, 'uid 0'), true, 'root is not at its share');
+});
+
 test('among idle connections that spoke, one with nothing waiting goes before one whose bytes wait unread', async (t) => {
   const read = await harness(t);
   const queued = await harness(t, { unreadData: true });

@@ -187,7 +187,10 @@ export async function startRuntimeServer(options: RuntimeServerOptions): Promise
       void handle(o, req, res);
     },
   );
-  const budget = createConnectionBudget(limits, log);
+  // A caller at its share (half the socket) whose next connection has not
+  // spoken yet is refused rather than evicting its own: a flood pays an accept
+  // and a close per connection, and root's share is never touched by it.
+  const budget = createConnectionBudget(limits, log, { refuseSilent: (at) => at === 'share' });
   http.prependListener('request', (req: IncomingMessage, res: ServerResponse) =>
     res.once('close', budget.busy(req.socket)),
   );
