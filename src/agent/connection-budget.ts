@@ -18,11 +18,12 @@
 // (FIONREAD) instead of trusting what Node has read (socket-queues.ts).
 // A connection is refused (destroyed at once, never half-closed) only when
 // every connection it could replace is serving a request, or, where the
-// listener defers accepting (refuseSilent), when it arrives at the cap or its
-// peer's share without having spoken. A slowloris client that trickles header bytes has
-// not spoken here (its request never arrives), so it is evicted in its turn. The cap is never exceeded, and the caps keep
-// client sockets well below the descriptor limit (connectionCaps), so the
-// mount work always has descriptors.
+// listener asks for it (refuseSilent), when it arrives at the cap or its
+// peer's share without having spoken. A slowloris client that trickles
+// header bytes has not spoken here (its request never arrives), so it is
+// evicted in its turn. The cap is never exceeded, and the caps keep client
+// sockets well below the descriptor limit (connectionCaps), so the mount
+// work always has descriptors.
 import { readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { Logger } from '../logger.ts';
@@ -138,8 +139,8 @@ export function createConnectionBudget(
   // first: one that has not spoken (a flood's idle or slowloris connection; a
   // probe in its TLS handshake has sent its ClientHello); else one that spoke
   // and has nothing waiting; else one with bytes waiting unread (a request
-  // accepted but not read by Node yet). One FIONREAD per
-  // connection looked at; under a flood the first is the one.
+  // accepted but not read by Node yet). One FIONREAD per connection looked
+  // at; under a flood the first is the one.
   const victim = (held: Map<Socket, Held>) => {
     let stalled: Held | undefined;
     let arriving: Held | undefined;

@@ -27,7 +27,8 @@ export interface HttpHandlers {
  * Limits that keep the listener from starving the daemon, and a flood from
  * starving /healthz: at most `max` connections (`perPeer` from one address),
  * the least recently used idle one evicted for a new one (see
- * connection-budget.ts), so a probe always gets in; idle, slow and
+ * connection-budget.ts), so a probe always gets in; a connection is accepted
+ * only once it has sent something (TCP_DEFER_ACCEPT); idle, slow and
  * never-handshaking clients are closed within seconds. The daemon scales
  * `max` and `perPeer` to its descriptor limit (connectionCaps).
  */
