@@ -9,12 +9,17 @@
 // - openat2: one-call safe path resolution for safe-fs.
 // - mountwatch: the kernel's mount-table change signal (poll POLLPRI on
 //   /proc/self/mountinfo), so the table is read once per change.
+// - sockq: a socket's queues: the bytes waiting unread in a connection
+//   (FIONREAD) and TCP_DEFER_ACCEPT on a listener, so a flood of silent
+//   connections neither costs descriptors nor closes a probe before it spoke.
 //
 // A missing compiler is not an install failure: without peercred podvol
 // refuses to open its runtime socket (it cannot check who connects) and says
 // why; without openat2 safe-fs walks paths one component at a time, as on a
 // kernel older than 5.6; without mountwatch every mount-table question reads
-// /proc/self/mountinfo again. Every other part of podvol works.
+// /proc/self/mountinfo again; without sockq the HTTP port accepts silent
+// connections at once, and under a flood of them a probe can be closed before
+// its request arrives. Every other part of podvol works.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -27,6 +32,7 @@ const without = {
   peercred: 'the runtime socket will be unavailable',
   openat2: 'safe-fs walks paths component by component (slower, as safe)',
   mountwatch: 'the mount table is read for every question instead of once per change (slower, as fresh)',
+  sockq: 'under a flood of silent connections a probe can be closed before its request arrives',
 };
 
 function includeDirs() {

@@ -2,28 +2,41 @@
 // one arrives at the limit. Shared by the HTTP(S) port and the runtime socket.
 //
 // The policy: a new connection always gets in while any held connection is
-// idle (no request in flight), because the least recently used idle one is
-// evicted to make room (one that has not yet sent SPOKE_BYTES first), first
-// among the new connection's own peer once that peer holds its share, else
-// among all. A flood of idle, slow or half-open
-// connections therefore only ever evicts itself: a probe connects, is the
-// newest, sends its request at once and is busy before the flood's next
-// thousand connections could reach it. A connection is refused (destroyed at
-// once, never half-closed) only when every connection it could replace is
-// serving a request. A slowloris client that trickles header bytes is idle
-// here (its request never arrives), so it is evicted in its turn. The caps
-// keep client sockets well below the descriptor limit (connectionCaps), so
-// the mount work always has descriptors.
+// idle (no request in flight), because an idle one is evicted to make room,
+// first among the new connection's own peer once that peer holds its share,
+// else among all. Which idle one: the least recently used of those that have
+// not yet spoken (SPOKE_BYTES, counting what Node read and what still waits
+// unread in the kernel's queue), then of those that spoke but have nothing
+// waiting (a stalled request, a keep-alive client between requests), and
+// only last one whose bytes are waiting to be read: a request about to be
+// served. A flood of idle, slow or half-open connections therefore only ever
+// evicts itself, and a probe is safe from its first moment: on TCP the
+// listener defers accepting a connection until its first bytes arrive
+// (TCP_DEFER_ACCEPT), so a probe is accepted with its request, and Node
+// reads a connection only on a later turn of the event loop than the one
+// that accepted it, so the budget asks the kernel what waits unread
+// (FIONREAD) instead of trusting what Node has read (socket-queues.ts).
+// A connection is refused (destroyed at once, never half-closed) only when
+// every connection it could replace is serving a request, or, where the
+// listener asks for it (refuseSilent), when it arrives at the cap or its
+// peer's share without having spoken. A slowloris client that trickles
+// header bytes has not spoken here (its request never arrives), so it is
+// evicted in its turn. The cap is never exceeded, and the caps keep client
+// sockets well below the descriptor limit (connectionCaps), so the mount
+// work always has descriptors.
 import { readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import type { Logger } from '../logger.ts';
+import { loadSocketQueues, type SocketQueues } from './socket-queues.ts';
 
 /**
- * Bytes after which an idle connection has spoken: more than a slowloris
- * trickles before the header or handshake timeout ends it, less than any TLS
- * ClientHello (about 200 bytes and up) or request a client sends at once.
+ * Bytes after which an idle connection has spoken: more than a slowloris at
+ * one byte a second trickles before the header or handshake timeout (5 s; the
+ * runtime socket's headers 10 s) ends it, less than the shortest request
+ * (`GET / HTTP/1.0` and an empty line: 18 bytes; a probe's with its Host
+ * header is twice that) or any TLS ClientHello (about 200 bytes and up).
  */
-export const SPOKE_BYTES = 64;
+export const SPOKE_BYTES = 16;
 
 /**
  * The listen(2) backlog of every listener (the kernel caps it at somaxconn,
@@ -65,11 +78,32 @@ export interface ConnectionBudget {
   close(): void;
 }
 
+export interface BudgetOptions {
+  now?: () => number;
+  /** Bytes waiting unread on a socket; default the native addon's answer. */
+  unread?: SocketQueues['unread'];
+  /**
+   * Whether a newcomer that has not spoken is refused at once, at its peer's
+   * share or at the listener's cap, instead of taking a held connection's
+   * place. True at both while the listener defers accepting until a
+   * connection speaks (TCP_DEFER_ACCEPT): such a connection sent a fragment
+   * (a slowloris) or nothing for the whole deferral, never a probe's request.
+   * The runtime socket says so at a share: a caller that already holds half
+   * the socket is a flood. Either way a flood's connection then costs an
+   * accept and a close (no HTTP parser, no TLS socket), not an eviction and
+   * a set-up.
+   */
+  refuseSilent?: (at: 'share' | 'cap') => boolean;
+}
+
 export function createConnectionBudget(
   limits: BudgetLimits,
   logger: Logger,
-  now: () => number = performance.now.bind(performance),
+  options: BudgetOptions = {},
 ): ConnectionBudget {
+  const now = options.now ?? performance.now.bind(performance);
+  // Without the addon only what Node has read counts (the listener warns).
+  const unread = options.unread ?? loadSocketQueues()?.unread;
   // Maps iterate in insertion order: re-inserting a connection when it goes
   // idle keeps both maps ordered least recently used first, so the next victim
   // is the first idle entry (no scan over busy ones in the common case).
@@ -81,6 +115,11 @@ export function createConnectionBudget(
     logger,
     'connection refused: every connection it could replace is serving a request',
   );
+  const refusedSilent = perPeerNotices(
+    logger,
+    'connection refused: it arrived at the cap or its peer’s share without a request',
+  );
+  const spoke = (s: Socket) => s.bytesRead + (unread ? unread(s) : 0) >= SPOKE_BYTES;
 
   const drop = (h: Held) => {
     all.delete(h.socket);
@@ -96,17 +135,23 @@ export function createConnectionBudget(
     mine?.delete(h.socket);
     mine?.set(h.socket, h);
   };
-  // Least recently used idle connection, one that has not spoken first: a
-  // probe in the middle of its TLS handshake has sent its ClientHello, a
-  // flood's idle or slowloris connection has not got that far.
+  // The idle connection to close, in three tiers, each least recently used
+  // first: one that has not spoken (a flood's idle or slowloris connection; a
+  // probe in its TLS handshake has sent its ClientHello); else one that spoke
+  // and has nothing waiting; else one with bytes waiting unread (a request
+  // accepted but not read by Node yet). One FIONREAD per connection looked
+  // at; under a flood the first is the one.
   const victim = (held: Map<Socket, Held>) => {
-    let fallback: Held | undefined;
+    let stalled: Held | undefined;
+    let arriving: Held | undefined;
     for (const h of held.values()) {
       if (h.busy > 0) continue;
-      if (h.socket.bytesRead < SPOKE_BYTES) return h;
-      fallback ??= h;
+      const waiting = unread ? unread(h.socket) : 0;
+      if (h.socket.bytesRead + waiting < SPOKE_BYTES) return h;
+      if (waiting === 0) stalled ??= h;
+      else arriving ??= h;
     }
-    return fallback;
+    return stalled ?? arriving;
   };
   const evict = (h: Held, forPeer: string) => {
     drop(h);
@@ -131,7 +176,16 @@ export function createConnectionBudget(
   return {
     admit(socket, peer, ownShare = true) {
       const mine = byPeer.get(peer);
-      if (ownShare && mine && mine.size >= limits.perPeer) {
+      const atShare = ownShare && mine !== undefined && mine.size >= limits.perPeer;
+      const atCap = all.size >= limits.max;
+      const refuseSilent =
+        (atShare && options.refuseSilent?.('share')) || (atCap && options.refuseSilent?.('cap'));
+      if (refuseSilent && !spoke(socket)) {
+        socket.destroy();
+        refusedSilent(peer, {});
+        return false;
+      }
+      if (atShare && mine) {
         const v = victim(mine);
         if (!v) return refuse(socket, peer);
         evict(v, peer);

@@ -14,6 +14,7 @@ import { type Logger, silentLogger } from '../logger.ts';
 import type { Guard } from './access/guard.ts';
 import { isLoopback } from './access/serving.ts';
 import { createConnectionBudget, tcpPeer } from './connection-budget.ts';
+import { loadSocketQueues } from './socket-queues.ts';
 
 export interface HttpHandlers {
   registry: Registry;
@@ -26,7 +27,8 @@ export interface HttpHandlers {
  * Limits that keep the listener from starving the daemon, and a flood from
  * starving /healthz: at most `max` connections (`perPeer` from one address),
  * the least recently used idle one evicted for a new one (see
- * connection-budget.ts), so a probe always gets in; idle, slow and
+ * connection-budget.ts), so a probe always gets in; a connection is accepted
+ * only once it has sent something (TCP_DEFER_ACCEPT); idle, slow and
  * never-handshaking clients are closed within seconds. The daemon scales
  * `max` and `perPeer` to its descriptor limit (connectionCaps).
  */
@@ -95,14 +97,38 @@ export function createHttpServer(
     : createServer(opts, handler);
   server.maxRequestsPerSocket = limits.maxRequestsPerSocket;
   server.setTimeout(limits.socketTimeoutMs);
-  const budget = createConnectionBudget(limits, logger.child({ component: 'http' }));
+  const log = logger.child({ component: 'http' });
+  const queues = loadSocketQueues();
+  // Connections that have sent nothing stay in the kernel until they do
+  // (socket-queues.ts): a silent flood costs no descriptor, and a probe is
+  // accepted with its request.
+  let deferred = false;
+  server.once('listening', () => {
+    deferred = queues?.deferAccept(server) ?? false;
+    if (!deferred)
+      log.warn(
+        { addon: queues ? 'built' : 'not built' },
+        'cannot defer accepting silent connections (TCP_DEFER_ACCEPT, native/sockq): under a flood of them a probe can be closed before its request arrives',
+      );
+  });
+  const budget = createConnectionBudget(limits, log, {
+    ...(queues ? { unread: queues.unread } : {}),
+    refuseSilent: () => deferred,
+  });
   // For TLS this is the raw TCP socket, before the handshake: a client that
   // never sends a ClientHello counts (and is evicted) like any other.
   // Every local user connects from a loopback address: a share for "that
   // peer" would only shrink the room a local probe has under a local flood.
+  // Node's own 'connection' listeners (the HTTP parser's set-up; for HTTPS the
+  // TLS socket over the raw one, an OpenSSL session) run only for a connection
+  // the budget admits: a refused one costs an accept and a close, which is
+  // what a reconnecting flood makes podvol pay for every one of its connections.
+  const setUp = server.listeners('connection');
+  server.removeAllListeners('connection');
   server.on('connection', (socket: Socket) => {
     const peer = tcpPeer(socket);
-    budget.admit(socket, peer, !isLoopback(peer));
+    if (!budget.admit(socket, peer, !isLoopback(peer))) return;
+    for (const listener of setUp) Reflect.apply(listener, server, [socket]);
   });
   // Requests arrive on the TLS socket, the budget holds the raw one beneath it:
   // Node links them only internally (TLSSocket._parent), read as peercred reads _handle.

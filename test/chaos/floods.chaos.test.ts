@@ -8,12 +8,17 @@
 // a new connection each time (as kubelet's probes do): /healthz on the HTTP
 // and HTTPS port, GET /v1/pods on the runtime socket. podvol runs with 1,024
 // file descriptors (a container's usual limit; the flood used to exhaust
-// them). The issue's contract is every probe answering with p99 ≤ 1 s; not
-// yet met to the letter: a probe accepted in one batch with more than a
-// listener's cap of loopback flood connections right behind it is evicted
-// before its request is read (about 1 probe in 60, in 1 run of 3 on a quiet
-// machine). Asserted: p99 ≤ 1 s, at least 98 % of probes answered, and never
-// two failed probes in a row (a liveness probe fails only after three).
+// them). Asserted, the issue's contract to the letter: every probe answered
+// (100 %), p99 ≤ 1 s, on each listener under each flood. What makes it hold
+// (connection-budget.ts): the HTTP port accepts a connection only once it has
+// sent something (TCP_DEFER_ACCEPT), so a probe arrives with its request and
+// the idle flood waits in the kernel; a connection that arrives at the cap
+// (the runtime socket: at its caller's share) without having spoken is
+// refused before Node sets it up, so a slowloris flood costs an accept and a
+// close per connection; and the connection evicted for a probe is one that
+// has not spoken, judged by what the kernel holds unread as well as what Node
+// read. Before, a probe slow to write its request (on a loaded machine) could
+// be evicted unread: about 1 probe in 60, in 1 run of 3.
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
@@ -238,20 +243,13 @@ mountTest('chaos: floods of idle and slow connections on every listener', async 
     figure(t, `${s.name}: probe success`, `${rate.toFixed(1)} % (${ok}/${results.length})`);
     figure(t, `${s.name}: probe p99`, `${p99.toFixed(0)} ms`);
     figure(t, `${s.name}: flood connections open at the end, podvol's peak fds`, `${held}, ${peakFds}`);
-    const twoInARow = results.some((r, i) => !r.ok && results[i + 1]?.ok === false);
-    if (rate < 98 || twoInARow || p99 > 1_000)
-      failures.push(
-        `${s.name}: ${rate.toFixed(1)} %${twoInARow ? ', two failed probes in a row' : ''}, p99 ${p99.toFixed(0)} ms`,
-      );
+    if (ok < results.length || p99 > 1_000)
+      failures.push(`${s.name}: ${rate.toFixed(1)} % (${ok}/${results.length}), p99 ${p99.toFixed(0)} ms`);
     // Let podvol close what the flood left before the next one.
     await sleep(500);
   }
   figure(t, 'pods set up under the runtime socket floods', `${podsUnderFlood}/2`);
-  assert.deepEqual(
-    failures,
-    [],
-    'probes answer (at least 98 %, never two failures in a row), p99 within 1 s, under every flood',
-  );
+  assert.deepEqual(failures, [], 'every probe answers, p99 within 1 s, under every flood');
   assert.equal(podsUnderFlood, 2, 'a pod added under the flood is set up');
   assert.equal(crashes, 0, 'podvol never died');
 });

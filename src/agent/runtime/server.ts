@@ -42,7 +42,8 @@ export interface RuntimeServerOptions extends RuntimeApiOptions {
 /**
  * Bounds of the runtime socket: at most `max` connections, `perPeer` for one
  * UID (so a member of the group cannot crowd out root's runtime), the least
- * recently used idle connection evicted for a new one (connection-budget.ts).
+ * recently used idle connection evicted for a new one (connection-budget.ts),
+ * except that a caller at its share is refused one that has not spoken yet.
  * Idle and keep-alive connections go after 30 s; a request must arrive whole
  * within 10 s of its first byte (headers) and 30 s in all. A `?wait=` answer
  * can take 300 s: that is the response, which no timeout here limits.
@@ -187,7 +188,10 @@ export async function startRuntimeServer(options: RuntimeServerOptions): Promise
       void handle(o, req, res);
     },
   );
-  const budget = createConnectionBudget(limits, log);
+  // A caller at its share (half the socket) whose next connection has not
+  // spoken yet is refused rather than evicting its own: a flood pays an accept
+  // and a close per connection, and root's share is never touched by it.
+  const budget = createConnectionBudget(limits, log, { refuseSilent: (at) => at === 'share' });
   http.prependListener('request', (req: IncomingMessage, res: ServerResponse) =>
     res.once('close', budget.busy(req.socket)),
   );
