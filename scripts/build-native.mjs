@@ -9,12 +9,15 @@
 // - openat2: one-call safe path resolution for safe-fs.
 // - mountwatch: the kernel's mount-table change signal (poll POLLPRI on
 //   /proc/self/mountinfo), so the table is read once per change.
+// - malloctrim: malloc_trim(3), so the memory give-back after a big teardown
+//   returns the C heap's free pages too.
 //
 // A missing compiler is not an install failure: without peercred podvol
 // refuses to open its runtime socket (it cannot check who connects) and says
 // why; without openat2 safe-fs walks paths one component at a time, as on a
 // kernel older than 5.6; without mountwatch every mount-table question reads
-// /proc/self/mountinfo again. Every other part of podvol works.
+// /proc/self/mountinfo again; without malloctrim the give-back after a big
+// teardown returns V8's heap only. Every other part of podvol works.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -27,6 +30,7 @@ const without = {
   peercred: 'the runtime socket will be unavailable',
   openat2: 'safe-fs walks paths component by component (slower, as safe)',
   mountwatch: 'the mount table is read for every question instead of once per change (slower, as fresh)',
+  malloctrim: 'the memory give-back after a big teardown returns V8 heap only, not the C heap',
 };
 
 function includeDirs() {

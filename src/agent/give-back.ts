@@ -6,10 +6,12 @@
 // to few and the daemon has been quiet for a moment, with no operation in
 // flight, podvol asks V8 once for the collection it makes under memory
 // pressure ("last resort": full collections with compaction, new space shrunk,
-// pooled pages unmapped). Not on every teardown: a pod or two going away costs
+// pooled pages unmapped), then glibc for the free pages of its heaps
+// (malloc_trim, through native/malloctrim). Not on every teardown: a pod or two going away costs
 // V8 nothing to keep, and the collection pauses the event loop (about 0.1 s
 // per 200 MiB of heap). The policy and its figures: docs/performance.md,
 // "Memory given back".
+import { createRequire } from 'node:module';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { Clock, Timer } from '../clock.ts';
@@ -33,7 +35,7 @@ export interface GiveBackOptions {
   volumes: () => number;
   /** Whether an operation is in flight: the collection never pauses one. */
   busy: () => boolean;
-  /** The collection itself (default: lastResortCollection()). */
+  /** The give-back itself (default: giveBackMemory()). */
   collect?: () => void;
   /** What the process holds, for the log line (default: process.memoryUsage()). */
   memory?: () => { rss: number; heapTotal: number; heapUsed: number };
@@ -62,6 +64,38 @@ export function lastResortCollection(): () => void {
   };
 }
 
+/**
+ * glibc's malloc_trim(0) through the addon at `addon` (tests name a missing
+ * one): the C heap's free pages back to the kernel. Loaded at the first call
+ * (in the single executable, import.meta.url extracts the assets); false when
+ * the addon is missing or nothing was released.
+ */
+export function mallocTrim(addon?: URL): () => boolean {
+  let trim: (() => boolean) | null | undefined;
+  return () => {
+    if (trim === undefined) {
+      try {
+        const file = addon ?? new URL('../../native/malloctrim/build/malloctrim.node', import.meta.url);
+        // Cast: require() types a native module as any; native/malloctrim/malloctrim.c exports exactly this.
+        trim = (createRequire(import.meta.url)(file.pathname) as { trim(): boolean }).trim;
+      } catch {
+        trim = null;
+      }
+    }
+    return trim ? trim() : false;
+  };
+}
+
+/** V8's heap, then the C heap: what the give-back runs. */
+export function giveBackMemory(): () => void {
+  const collect = lastResortCollection();
+  const trim = mallocTrim();
+  return () => {
+    collect();
+    trim();
+  };
+}
+
 const MiB = 2 ** 20;
 const mib = (bytes: number) => Math.round((bytes / MiB) * 10) / 10;
 
@@ -82,7 +116,7 @@ export class GiveBack {
 
   constructor(o: GiveBackOptions) {
     this.#o = {
-      collect: lastResortCollection(),
+      collect: giveBackMemory(),
       memory: () => process.memoryUsage(),
       minReleased: GIVE_BACK_MIN_RELEASED,
       maxLeft: GIVE_BACK_MAX_LEFT,

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { getHeapStatistics } from 'node:v8';
-import { GiveBack, lastResortCollection } from '../../src/agent/give-back.ts';
+import { GiveBack, lastResortCollection, mallocTrim } from '../../src/agent/give-back.ts';
 import { silentLogger } from '../../src/logger.ts';
 import { fakeClock } from '../helpers/fake-clock.ts';
 
@@ -173,4 +173,17 @@ test('lastResortCollection releases the committed heap of garbage', async () => 
   );
   // A second call reuses the function V8 exposed; no flag is set again.
   collect();
+});
+
+test('mallocTrim calls glibc through the addon, and is false without it', () => {
+  // Freed small C allocations (ArrayBuffer backing stores below mmap's threshold) stay in malloc's heap until trimmed.
+  let buffers: Buffer[] | undefined = [];
+  for (let i = 0; i < 40_000; i++) buffers.push(Buffer.allocUnsafeSlow(1000).fill(1));
+  buffers = undefined;
+  lastResortCollection()();
+  assert.equal(buffers, undefined);
+  assert.equal(mallocTrim()(), true, 'native/malloctrim built (npm ci) and released the freed pages');
+  const missing = mallocTrim(new URL('file:///nonexistent/malloctrim.node'));
+  assert.equal(missing(), false);
+  assert.equal(missing(), false, 'the failed load is remembered, not retried');
 });
