@@ -18,9 +18,9 @@ import type { Clock, Timer } from '../clock.ts';
 import type { Logger } from '../logger.ts';
 
 /**
- * Volumes torn down since the peak before a give-back is considered: V8 keeps
- * about 40 KiB of committed heap per volume set up (1,000 pods × 4 volumes:
- * 165 MiB above idle), so below this the heap held is a few MiB, not worth a pause.
+ * Volumes torn down since the peak before a give-back is considered: V8 commits
+ * 55–115 KiB of heap per volume set up in a burst (300 pods × 4 volumes: from
+ * 40 to 106–179 MiB), so below this the heap held is a few MiB, not worth a pause.
  */
 export const GIVE_BACK_MIN_RELEASED = 200;
 /** …and the actual state must be at most this share of its peak: few volumes left, not churn at a steady count. */
