@@ -55,9 +55,10 @@ mountTest('a big teardown gives memory back once; a small one does not', async (
     () => (gaveBack(p).length > 0 ? gaveBack(p) : undefined),
     120_000,
   );
-  assert.equal(line?.volumes, 0);
-  assert.equal(line?.peakVolumes, big);
-  const [rssBefore, rssAfter] = line?.rssMiB as [number, number];
+  assert.ok(line);
+  assert.equal(line.volumes, 0);
+  assert.equal(line.peakVolumes, big);
+  const [rssBefore, rssAfter] = line.rssMiB as [number, number];
   assert.ok(rssBefore > 0 && rssAfter > 0, JSON.stringify(line));
   await sleep(GIVE_BACK_QUIET_MS + 1000);
   assert.equal(gaveBack(p).length, 1, 'once per drop');
