@@ -19,8 +19,9 @@ COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
 # The runtime socket's peer-credential check (native/peercred), the
 # one-syscall safe path resolution (native/openat2), the mount table's
-# change signal (native/mountwatch) and the listeners' socket queues under a
-# connection flood (native/sockq) are small Node-API addons;
+# change signal (native/mountwatch), the listeners' socket queues under a
+# connection flood (native/sockq) and malloc_trim for the memory give-back
+# (native/malloctrim) are small Node-API addons;
 # scripts are off above, so they are built here, explicitly.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev \
@@ -30,9 +31,10 @@ COPY native/peercred/peercred.c native/peercred/
 COPY native/openat2/openat2.c native/openat2/
 COPY native/mountwatch/mountwatch.c native/mountwatch/
 COPY native/sockq/sockq.c native/sockq/
+COPY native/malloctrim/malloctrim.c native/malloctrim/
 RUN node scripts/build-native.mjs && test -f native/peercred/build/peercred.node \
  && test -f native/openat2/build/openat2.node && test -f native/mountwatch/build/mountwatch.node \
- && test -f native/sockq/build/sockq.node
+ && test -f native/sockq/build/sockq.node && test -f native/malloctrim/build/malloctrim.node
 COPY tsconfig.json ./
 COPY bin/ bin/
 COPY src/ src/
@@ -70,6 +72,7 @@ COPY --from=build /app/native/peercred/build/ native/peercred/build/
 COPY --from=build /app/native/openat2/build/ native/openat2/build/
 COPY --from=build /app/native/mountwatch/build/ native/mountwatch/build/
 COPY --from=build /app/native/sockq/build/ native/sockq/build/
+COPY --from=build /app/native/malloctrim/build/ native/malloctrim/build/
 # Root on purpose: mounting needs CAP_SYS_ADMIN in the host mount namespace;
 # the DaemonSet runs this image privileged.
 USER root

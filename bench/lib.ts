@@ -111,13 +111,18 @@ export async function startPodvol(o: {
   kubeconfig?: string;
   nodeName?: string;
   extra?: string[];
+  /** Node flags for podvol, before BENCH_PODVOL_NODE_ARGS' (e.g. the memory bench's --inspect-port). */
+  nodeArgs?: string[];
 }): Promise<Podvol> {
   const p = await spawnPodvol({
     ...o,
     nodeName: o.nodeName ?? 'benchnode',
     extra: ['--systemd-scope', 'off', ...(o.extra ?? [])],
     // BENCH_PODVOL_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"): Node flags for podvol, for profiling.
-    nodeArgs: process.env.BENCH_PODVOL_NODE_ARGS?.split(' ').filter(Boolean),
+    nodeArgs: [
+      ...(o.nodeArgs ?? []),
+      ...(process.env.BENCH_PODVOL_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+    ],
     // BENCH_PODVOL_BIN: another checkout's bin/podvol.js (bench/against.ts runs main's this way).
     bin: process.env.BENCH_PODVOL_BIN || undefined,
     // BENCH_PODVOL_WRAP (e.g. "strace -f -e trace=execve -o /tmp/x"): runs podvol under a tool, for profiling.

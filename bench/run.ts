@@ -19,6 +19,7 @@ export const benches: { file: string; figure: string; smokeArgs?: string[] }[] =
   { file: 'apiload.bench.ts', figure: 'API server load per pod' },
   { file: 'fsgroup.bench.ts', figure: 'fsGroup walk', smokeArgs: ['2000', '500', '1'] },
   { file: 'runtime-mounts.bench.ts', figure: 'runtime socket: mounts endpoint, podvol wait' },
+  { file: 'spawn.bench.ts', figure: 'process spawns: main thread, worker, spawner' },
 ];
 
 export function benchArgs(b: (typeof benches)[number], smoke: boolean, extra: string[]): string[] {

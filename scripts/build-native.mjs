@@ -12,6 +12,8 @@
 // - sockq: a socket's queues: the bytes waiting unread in a connection
 //   (FIONREAD) and TCP_DEFER_ACCEPT on a listener, so a flood of silent
 //   connections neither costs descriptors nor closes a probe before it spoke.
+// - malloctrim: malloc_trim(3), so the memory give-back after a big teardown
+//   returns the C heap's free pages too.
 //
 // A missing compiler is not an install failure: without peercred podvol
 // refuses to open its runtime socket (it cannot check who connects) and says
@@ -19,7 +21,8 @@
 // kernel older than 5.6; without mountwatch every mount-table question reads
 // /proc/self/mountinfo again; without sockq the HTTP port accepts silent
 // connections at once, and under a flood of them a probe can be closed before
-// its request arrives. Every other part of podvol works.
+// its request arrives; without malloctrim the give-back after a big teardown
+// returns V8's heap only. Every other part of podvol works.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -33,6 +36,7 @@ const without = {
   openat2: 'safe-fs walks paths component by component (slower, as safe)',
   mountwatch: 'the mount table is read for every question instead of once per change (slower, as fresh)',
   sockq: 'under a flood of silent connections a probe can be closed before its request arrives',
+  malloctrim: 'the memory give-back after a big teardown returns V8 heap only, not the C heap',
 };
 
 function includeDirs() {

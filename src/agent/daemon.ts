@@ -5,6 +5,7 @@ import { realpath } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { Server as HttpsServer } from 'node:https';
 import { resolve } from 'node:path';
+import { systemClock } from '../clock.ts';
 import { errnoCode, errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import type { WhileWaiting } from '../mount/deadline-stat.ts';
@@ -16,6 +17,7 @@ import { createSubPather } from '../volumehost/subpath.ts';
 import { ACCESS_DEFAULTS, type AccessOptions, createSecureServing } from './access/serving.ts';
 import type { Cluster } from './cluster.ts';
 import { connectionCaps, LISTEN_BACKLOG, openFileLimit } from './connection-budget.ts';
+import { GiveBack } from './give-back.ts';
 import { createHttpServer, httpLimits } from './http.ts';
 import { createMetrics, type VolumeStatsSample } from './metrics.ts';
 import type { TeardownHoldStatus } from './ops/status.ts';
@@ -237,6 +239,18 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
     },
   });
   whileWaiting = (wait) => vm.executor.whileWaiting(wait);
+  // After a big teardown, the heap V8 grew for the pods is given back once the daemon is quiet (give-back.ts).
+  const giveBack = new GiveBack({
+    clock: systemClock(),
+    logger: log,
+    volumes: () => vm.asw.size,
+    busy: () => vm.executor.pendingCount() > 0,
+  });
+  const stopGiveBack = vm.subscribe(() => giveBack.changed());
+  opened.add('memory give-back', () => {
+    stopGiveBack();
+    giveBack.stop();
+  });
   if (o.cluster) {
     // Imported here: it needs the Kubernetes client, which standalone mode never loads.
     const { VolumesInUseReporter } = await import('./volumes-in-use.ts');
@@ -396,6 +410,8 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
       const cancelled = csi.cancelCalls();
       if (cancelled > 0) log.info({ calls: cancelled }, 'cancelled CSI calls in flight for shutdown');
       await vm.stop();
+      stopGiveBack();
+      giveBack.stop();
       await closeServer(server);
     },
   };

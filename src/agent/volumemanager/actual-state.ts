@@ -81,6 +81,11 @@ export class ActualStateOfWorld {
     return [...this.#volumes.values()];
   }
 
+  /** How many volumes are in the actual state, without copying them (the memory give-back reads it on every change). */
+  get size(): number {
+    return this.#volumes.size;
+  }
+
   /** The volumes of one pod. */
   forPod(podUID: string): MountedVolume[] {
     const m = this.#byPod.get(podUID);

@@ -89,3 +89,15 @@ test('a reconstructed volume takes the desired name in one change: no listener s
   assert.deepEqual(seen, [['a/pv-1'], ['a/data']]);
   assert.equal(asw.get('a/data')?.state, 'uncertain', 'still to be confirmed by its SetUp');
 });
+
+test('size counts the volumes, mounted or uncertain, as all() lists them', () => {
+  const { asw } = state();
+  assert.equal(asw.size, 0);
+  asw.markVolumeAsMounted(volume('a', 'cm'));
+  asw.markVolumeMountAsUncertain(volume('a', 'other'));
+  asw.markVolumeAsMounted(volume('a', 'cm'));
+  assert.equal(asw.size, 2);
+  assert.equal(asw.size, asw.all().length);
+  asw.markVolumeAsUnmounted('a/cm');
+  assert.equal(asw.size, 1);
+});
