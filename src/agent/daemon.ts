@@ -224,7 +224,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
     },
     sourcesReady: () => podManager.allSourcesReady(),
     heldPod: (uid) => gate.held(uid),
-    cleanSubPaths: (uid, volume) => subPaths.cleanSubPaths(uid, volume),
+    cleanSubPaths: (uid, volume, fs) => subPaths.cleanSubPaths(uid, volume, fs),
     metrics,
     resyncPeriodMs: o.syncFrequencyMs,
     volumeStatsPeriodMs: o.volumeStatsAggPeriodMs,

@@ -41,8 +41,12 @@ export interface SubPathRequest {
 export interface SubPather {
   /** Creates a missing subPath, bind-mounts it safely, returns the bind target. */
   prepare(req: SubPathRequest): Promise<string>;
-  /** CleanSubPaths: unmounts and removes every subpath mount of one volume of a pod. */
-  cleanSubPaths(podUID: string, volumeName: string): Promise<void>;
+  /**
+   * CleanSubPaths: unmounts and removes every subpath mount of one volume of
+   * a pod, walking through `fs` (its unmount operation's, SafeFs.withHeldDirs)
+   * or else the host's.
+   */
+  cleanSubPaths(podUID: string, volumeName: string, fs?: SafeFs): Promise<void>;
 }
 
 /** PathWithinBase. */
@@ -59,7 +63,7 @@ export const subpathTarget = (
 export function createSubPather(o: {
   rootDir: string;
   mounter: mount.Interface;
-  /** The host's (VolumeHost.getFs): an unmount's clean-up walks with its operation's held directories. */
+  /** The host's (VolumeHost.getFs); an unmount's clean-up is handed its operation's. */
   fs: SafeFs;
   logger: Logger;
 }): SubPather {
@@ -289,10 +293,10 @@ export function createSubPather(o: {
    * entry is tried; the errors are reported together, and the directories are
    * removed only once they are empty.
    */
-  async function cleanSubPaths(podUID: string, volumeName: string): Promise<void> {
+  async function cleanSubPaths(podUID: string, volumeName: string, fs = o.fs): Promise<void> {
     let subpaths: SafeDir;
     try {
-      subpaths = await o.fs.openDirBeneath(
+      subpaths = await fs.openDirBeneath(
         o.rootDir,
         relativeBeneath(o.rootDir, join(podDir(o.rootDir, podUID), SUBPATH_DIR)),
       );
@@ -308,7 +312,7 @@ export function createSubPather(o: {
       await subpaths.close();
     }
     // The pod's volume-subpaths directory goes with its last volume.
-    await o.fs
+    await fs
       .withDirBeneath(o.rootDir, relativeBeneath(o.rootDir, podDir(o.rootDir, podUID)), (pd) =>
         pd.fs.rmdir(pd.child(SUBPATH_DIR)),
       )
