@@ -1,10 +1,10 @@
 // `podvol run`: wires the pod sources, volume host, plugins, volume manager,
 // HTTP endpoints and signals together. Stopping unmounts nothing.
 
-import { realpath } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { Server as HttpsServer } from 'node:https';
 import { resolve } from 'node:path';
+import { systemClock } from '../clock.ts';
 import { errnoCode, errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
@@ -103,7 +103,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
   );
   // Symlinks in the root directory's own path (/var/lib/podvol -> /data/podvol) are followed
   // here, once: below it, the mounter refuses any (src/mount/target.ts).
-  const rootDir = await realpath(requestedRootDir);
+  const rootDir = await nodeFsOps().realpath(requestedRootDir);
   if (rootDir !== requestedRootDir)
     log.info({ rootDir, requested: requestedRootDir }, 'root directory resolved');
   let inUse: VolumesInUseReporter | undefined;
@@ -369,9 +369,10 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
   const statsPeriodMs = o.volumeStatsAggPeriodMs ?? VOLUME_STATS_PERIOD_MS;
   // 0 disables the measurement, as kubelet's --volume-stats-agg-period 0 (and emptyDir's in volume-stats.ts).
   const statsTimer =
-    statsPeriodMs > 0 ? setInterval(() => void refreshVolumeStats(), statsPeriodMs) : undefined;
-  statsTimer?.unref();
-  opened.add('volume stats timer', () => clearInterval(statsTimer));
+    statsPeriodMs > 0
+      ? systemClock().every(statsPeriodMs, () => void refreshVolumeStats(), { unref: true })
+      : undefined;
+  opened.add('volume stats timer', () => statsTimer?.cancel());
   for (const s of sources) {
     opened.add(`pod source ${s.name}`, () => s.stop());
     await opened.step(s.start());
@@ -399,7 +400,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
       await runtime?.close();
       await gate.flush();
       await Promise.all(sources.map((s) => s.stop()));
-      clearInterval(statsTimer);
+      statsTimer?.cancel();
       await pluginWatcher.stop();
       await inUse?.stop();
       await o.cluster?.stop();
