@@ -162,7 +162,11 @@ export function createSubPather(o: {
       }
       // The container's directory below the root, made without following a symlink; the
       // target in it (podvol's own new entry) as mkdir(2) and open(2) make it, minus the umask.
-      const containerDir = await o.fs.openMkdirAll(o.rootDir, relativeBeneath(o.rootDir, dirname(target)), 0o750);
+      const containerDir = await o.fs.openMkdirAll(
+        o.rootDir,
+        relativeBeneath(o.rootDir, dirname(target)),
+        0o750,
+      );
       try {
         const name = String(req.index);
         if (st.isDirectory()) {

@@ -204,7 +204,10 @@ export function adoptReconstructedVolumes(ctx: VolumeManagerContext): void {
 }
 
 /** readdir through the volume host's fs, with a missing directory (or a file in its place) read as empty. */
-export async function readdirOrEmpty(ctx: Pick<VolumeManagerContext, 'host'>, dir: string): Promise<string[]> {
+export async function readdirOrEmpty(
+  ctx: Pick<VolumeManagerContext, 'host'>,
+  dir: string,
+): Promise<string[]> {
   try {
     return await ctx.host.getFs().ops.readdir(dir);
   } catch (err) {
