@@ -8,12 +8,12 @@ import type { V1Pod, V1Volume } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { VolumeManager, type VolumeManagerOptions } from '../../../src/agent/volumemanager/volume-manager.ts';
 import type { Clock } from '../../../src/clock.ts';
-import { FakeMounter } from '../../../src/mount/fake.ts';
 import { probeVolumePlugins } from '../../../src/plugins/index.ts';
 import type { FsOps } from '../../../src/volumehost/fs.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
 import { VolumePluginMgr } from '../../../src/volumehost/plugin-manager.ts';
 import type { EventRecorder } from '../../../src/volumehost/types.ts';
+import { FakeMounter } from '../../helpers/fake-mounter.ts';
 import { podWith } from '../../helpers/pods.ts';
 
 /** Pod p-<uid> of namespace default whose container mounts every volume at /<name>. */
