@@ -13,7 +13,7 @@ import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
 import type { DrainReason, VolumeReason } from '../reasons.ts';
-import type { FsOps } from '../volumehost/fs.ts';
+import { type FsOps, pathsBelow } from '../volumehost/fs.ts';
 import { podDir, podsDir } from '../volumehost/paths.ts';
 import type { SafeDir, SafeFs } from '../volumehost/safe-fs.ts';
 import { ROOT_MARK_DIR, ROOT_MARK_FILE } from './root-dir.ts';
@@ -70,26 +70,6 @@ async function listOrEmpty(fs: FsOps, dir: string): Promise<string[]> {
     if (code === 'ENOENT' || code === 'ENOTDIR') return [];
     throw err;
   }
-}
-
-/** Real directories (not symlinks) below root/rel, parents before children. */
-async function directoriesBelow(fs: FsOps, root: string, rel: string): Promise<string[]> {
-  const out: string[] = [];
-  let names: string[];
-  try {
-    names = await fs.readdir(join(root, rel));
-  } catch {
-    return out;
-  }
-  for (const name of names) {
-    const isDir = await fs.lstat(join(root, rel, name)).then(
-      (st) => st.isDirectory(),
-      () => false,
-    );
-    if (!isDir) continue;
-    out.push(`${rel}/${name}`, ...(await directoriesBelow(fs, root, `${rel}/${name}`)));
-  }
-  return out;
 }
 
 /**
@@ -214,7 +194,11 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
       'podvol/pods',
       'podvol',
       'plugins_registry',
-      ...(await directoriesBelow(fs.ops, rootDir, 'plugins')).reverse(),
+      // Real directories (not symlinks), deepest first.
+      ...(await pathsBelow(fs.ops, join(rootDir, 'plugins')))
+        .filter((e) => e.isDirectory)
+        .map((e) => `plugins/${e.rel}`)
+        .reverse(),
       'plugins',
     ];
     // Nothing of a pod is left, so the root directory's mark goes too: an empty root needs no adopting.

@@ -212,3 +212,39 @@ export async function mkdirAllTrusted(fs: FsOps, path: string, mode: number): Pr
   if (!(await fs.stat(path)).isDirectory())
     throw Object.assign(new Error(`ENOTDIR: ${path} is not a directory`), { code: 'ENOTDIR' });
 }
+
+/** One entry of pathsBelow: its path relative to the root, and whether an lstat found a directory. */
+export interface PathBelow {
+  rel: string;
+  isDirectory: boolean;
+}
+
+/**
+ * Every path below `root`, relative to it, parents before children, without
+ * following symlinks (a link to a directory is an entry, not entered).
+ * Unreadable parts are skipped, as kubelet's Walk visitors ignore errors: a
+ * directory that cannot be read has no entries, an entry that cannot be
+ * lstat-ed is no directory. Path-based: for podvol's own trees (the atomic
+ * writer's payload, the plugins directory), not for a volume's contents.
+ */
+export async function pathsBelow(
+  fs: FsOps,
+  root: string,
+  rel = '',
+  out: PathBelow[] = [],
+): Promise<PathBelow[]> {
+  let names: string[];
+  try {
+    names = await fs.readdir(rel ? `${root}/${rel}` : root);
+  } catch {
+    return out;
+  }
+  for (const name of names) {
+    const p = rel ? `${rel}/${name}` : name;
+    const entry = { rel: p, isDirectory: false };
+    out.push(entry);
+    entry.isDirectory = (await fs.lstat(`${root}/${p}`).catch(() => undefined))?.isDirectory() ?? false;
+    if (entry.isDirectory) await pathsBelow(fs, root, p, out);
+  }
+  return out;
+}

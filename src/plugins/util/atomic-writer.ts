@@ -10,7 +10,15 @@
 import { randomBytes } from 'node:crypto';
 import { join, posix } from 'node:path';
 import { errnoCode, errorMessage } from '../../errno.ts';
-import { type FsOps, nodeFsOps, O_CREAT, O_NOFOLLOW, O_TRUNC, O_WRONLY } from '../../volumehost/fs.ts';
+import {
+  type FsOps,
+  nodeFsOps,
+  O_CREAT,
+  O_NOFOLLOW,
+  O_TRUNC,
+  O_WRONLY,
+  pathsBelow,
+} from '../../volumehost/fs.ts';
 import { createSafeFs, type SafeDir } from '../../volumehost/safe-fs.ts';
 
 export interface FileProjection {
@@ -103,35 +111,12 @@ async function readlinkOrEmpty(fs: FsOps, p: string): Promise<string> {
   }
 }
 
-// Every path below root, relative to it, without following symlinks; unreadable
-// parts are skipped, as kubelet's Walk visitor ignores errors.
-async function walkRelative(
-  fs: FsOps,
-  root: string,
-  rel = '',
-  out = new Set<string>(),
-): Promise<Set<string>> {
-  let names: string[];
-  try {
-    names = await fs.readdir(join(root, rel));
-  } catch {
-    return out;
-  }
-  for (const name of names) {
-    const p = rel ? `${rel}/${name}` : name;
-    out.add(p);
-    const st = await fs.lstat(join(root, p)).catch(() => undefined);
-    if (st?.isDirectory()) await walkRelative(fs, root, p, out);
-  }
-  return out;
-}
-
 async function pathsToRemove(
   fs: FsOps,
   payload: Map<string, CleanFile>,
   oldTsPath: string,
 ): Promise<Set<string>> {
-  const current = await walkRelative(fs, oldTsPath);
+  const current = new Set((await pathsBelow(fs, oldTsPath)).map((e) => e.rel));
   // Keep every payload path and all its parents, so non-empty dirs are never candidates.
   const keep = new Set<string>();
   for (const file of payload.keys()) {
