@@ -22,7 +22,6 @@ import {
   type FsHandle,
   type FsOps,
   type FsStats,
-  nodeFsOps,
   O_CREAT,
   O_DIRECTORY,
   O_NOFOLLOW,
@@ -123,7 +122,7 @@ export class SafeDir {
   }
 
   /** Opens a trusted directory by path (symlinks in it are followed). */
-  static async openRoot(path: string, display = path, fs: FsOps = nodeFsOps()): Promise<SafeDir> {
+  static async openRoot(path: string, display: string, fs: FsOps): Promise<SafeDir> {
     const fh = await fs.open(path, O_RDONLY | O_DIRECTORY);
     try {
       return new SafeDir(fs, fh, display, await fs.mountIdOf(fh.fd));
