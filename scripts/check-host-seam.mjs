@@ -64,8 +64,16 @@ const ALLOWED = new Map([
     "the bound on closing what a failed start opened: the process's life, not volume work",
   ],
   [
-    'cli/',
-    'the command line: config file, flags, waiting on the daemon; it runs before and around the agent',
+    'cli/config-file.ts',
+    'the config file (--config), read once before anything starts: configuration, not volume work',
+  ],
+  [
+    'cli/plan.ts',
+    "plan's manifest path (-f), checked before it is read as the pod source reads it: input, not volume work",
+  ],
+  [
+    'cli/wait.ts',
+    "`podvol wait`'s pause between its questions to a running daemon: a client, not volume work",
   ],
   [
     'agent/plugin-watcher.ts',
