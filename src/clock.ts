@@ -35,3 +35,8 @@ export function systemClock(): Clock {
     random: () => Math.random(),
   };
 }
+
+/** Resolves after `ms` on `clock` (a poll's pause). */
+export function sleep(clock: Clock, ms: number): Promise<void> {
+  return new Promise((resolve) => clock.after(ms, resolve));
+}

@@ -2,26 +2,14 @@
 // on src/ and fails, naming the file, the import and the rule, on a tree with
 // imports against the direction.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { assertPassesOnSrc, lintScript, sourceTree } from './helpers/lint-script.ts';
 
-const script = fileURLToPath(new URL('../scripts/check-layers.mjs', import.meta.url));
-const checkLayers = (...args: string[]) =>
-  spawnSync(process.execPath, [script, ...args], { encoding: 'utf8' });
+const checkLayers = lintScript('check-layers.mjs');
 
-test('src/ imports only inward', () => {
-  const r = checkLayers();
-  assert.equal(r.stderr, '');
-  assert.equal(r.status, 0);
-});
+test('src/ imports only inward', () => assertPassesOnSrc(checkLayers));
 
 test('an import against the direction fails the check, which names the file, the import and the rule', (t) => {
-  const src = mkdtempSync(join(tmpdir(), 'layers-'));
-  t.after(() => rmSync(src, { recursive: true, force: true }));
   const files: Record<string, string> = {
     'errno.ts': "import { x } from './mount/a.ts';\n",
     'mount/a.ts': "export const x = 1;\n// import { y } from '../agent/b.ts'; (a comment is no import)\n",
@@ -32,10 +20,7 @@ test('an import against the direction fails the check, which names the file, the
     'cli/c.ts': "import { y } from '../agent/b.ts';\nexport { y };\n",
     'stray.ts': 'export {};\n',
   };
-  for (const [path, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(src, path)), { recursive: true });
-    writeFileSync(join(src, path), text);
-  }
+  const src = sourceTree(t, files);
   const r = checkLayers(src);
   assert.equal(r.status, 1);
   assert.deepEqual(r.stderr.trim().split('\n'), [

@@ -1,7 +1,6 @@
 // `podvol run`: wires the pod sources, volume host, plugins, volume manager,
 // HTTP endpoints and signals together. Stopping unmounts nothing.
 
-import { realpath } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import { Server as HttpsServer } from 'node:https';
 import { resolve } from 'node:path';
@@ -105,7 +104,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
   );
   // Symlinks in the root directory's own path (/var/lib/podvol -> /data/podvol) are followed
   // here, once: below it, the mounter refuses any (src/mount/target.ts).
-  const rootDir = await realpath(requestedRootDir);
+  const rootDir = await nodeFsOps().realpath(requestedRootDir);
   if (rootDir !== requestedRootDir)
     log.info({ rootDir, requested: requestedRootDir }, 'root directory resolved');
   let inUse: VolumesInUseReporter | undefined;
@@ -225,7 +224,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
     },
     sourcesReady: () => podManager.allSourcesReady(),
     heldPod: (uid) => gate.held(uid),
-    cleanSubPaths: (uid, volume) => subPaths.cleanSubPaths(uid, volume),
+    cleanSubPaths: (uid, volume, fs) => subPaths.cleanSubPaths(uid, volume, fs),
     metrics,
     resyncPeriodMs: o.syncFrequencyMs,
     volumeStatsPeriodMs: o.volumeStatsAggPeriodMs,
@@ -372,9 +371,10 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
   const statsPeriodMs = o.volumeStatsAggPeriodMs ?? VOLUME_STATS_PERIOD_MS;
   // 0 disables the measurement, as kubelet's --volume-stats-agg-period 0 (and emptyDir's in volume-stats.ts).
   const statsTimer =
-    statsPeriodMs > 0 ? setInterval(() => void refreshVolumeStats(), statsPeriodMs) : undefined;
-  statsTimer?.unref();
-  opened.add('volume stats timer', () => clearInterval(statsTimer));
+    statsPeriodMs > 0
+      ? systemClock().every(statsPeriodMs, () => void refreshVolumeStats(), { unref: true })
+      : undefined;
+  opened.add('volume stats timer', () => statsTimer?.cancel());
   for (const s of sources) {
     opened.add(`pod source ${s.name}`, () => s.stop());
     await opened.step(s.start());
@@ -402,7 +402,7 @@ async function start(o: RunOptions, opened: Opened): Promise<Daemon> {
       await runtime?.close();
       await gate.flush();
       await Promise.all(sources.map((s) => s.stop()));
-      clearInterval(statsTimer);
+      statsTimer?.cancel();
       await pluginWatcher.stop();
       await inUse?.stop();
       await o.cluster?.stop();

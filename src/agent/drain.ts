@@ -6,14 +6,14 @@
 // register through <root>/plugins_registry as with the daemon), records removed, and pod directories removed only
 // when the mount table shows nothing mounted below them. Nothing outside the
 // pod directories and podvol's own bookkeeping is touched.
-import type { Dirent } from 'node:fs';
-import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { type Clock, sleep, systemClock } from '../clock.ts';
 import { errnoCode } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPluginName } from '../plugins/csi/csi-plugin.ts';
 import type { DrainReason, VolumeReason } from '../reasons.ts';
+import { type FsOps, pathsBelow } from '../volumehost/fs.ts';
 import { podDir, podsDir } from '../volumehost/paths.ts';
 import type { SafeDir, SafeFs } from '../volumehost/safe-fs.ts';
 import { reasonOf } from '../volumehost/volume.ts';
@@ -56,32 +56,21 @@ export interface DrainOptions {
   dryRun: boolean;
   /** How long to keep retrying failed teardowns (with the volume manager's backoff). */
   timeoutMs: number;
+  /** The deadline's and the poll's time, and the volume manager's (default the system's). */
+  clock?: Clock;
 }
 
-async function listOrEmpty(dir: string): Promise<string[]> {
+/** How often the drain looks whether everything is gone. */
+const POLL_MS = 100;
+
+async function listOrEmpty(fs: FsOps, dir: string): Promise<string[]> {
   try {
-    return (await readdir(dir)).sort();
+    return (await fs.readdir(dir)).sort();
   } catch (err) {
     const code = errnoCode(err);
     if (code === 'ENOENT' || code === 'ENOTDIR') return [];
     throw err;
   }
-}
-
-/** Real directories (not symlinks) below root/rel, parents before children. */
-async function directoriesBelow(root: string, rel: string): Promise<string[]> {
-  const out: string[] = [];
-  let entries: Dirent[];
-  try {
-    entries = await readdir(join(root, rel), { withFileTypes: true });
-  } catch {
-    return out;
-  }
-  for (const e of entries) {
-    if (!e.isDirectory()) continue;
-    out.push(`${rel}/${e.name}`, ...(await directoriesBelow(root, `${rel}/${e.name}`)));
-  }
-  return out;
 }
 
 /**
@@ -118,7 +107,10 @@ async function mountsBelow(mounter: mount.Interface, rootDir: string): Promise<s
 
 export async function drain(o: DrainOptions): Promise<DrainReport> {
   const { rootDir, stack, logger } = o;
+  const clock = o.clock ?? systemClock();
+  const fs = stack.host.getFs();
   const vm = new VolumeManager({
+    clock,
     rootDir,
     host: stack.host,
     pluginMgr: stack.pluginMgr,
@@ -147,7 +139,7 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
         path: v.path,
       }))
       .sort((a, b) => a.path.localeCompare(b.path)),
-    podDirs: (await listOrEmpty(podsDir(rootDir))).map((uid) => podDir(rootDir, uid)),
+    podDirs: (await listOrEmpty(fs.ops, podsDir(rootDir))).map((uid) => podDir(rootDir, uid)),
     mounts: await mountsBelow(stack.mounter, rootDir),
     leftovers: [],
   };
@@ -158,14 +150,14 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
   stack.drivers.onChange(() => vm.retryPlugin(csiPluginName));
   await stack.pluginWatcher.start();
   await vm.start();
-  const deadline = Date.now() + o.timeoutMs;
+  const deadline = clock.now() + o.timeoutMs;
   // Done when nothing is left: no volume, no pod directory, no mount below the root (staged CSI volumes).
   const done = async () =>
     vm.asw.all().length === 0 &&
     vm.asw.devices().length === 0 &&
-    (await listOrEmpty(podsDir(rootDir))).length === 0 &&
+    (await listOrEmpty(fs.ops, podsDir(rootDir))).length === 0 &&
     (await mountsBelow(stack.mounter, rootDir)).length === 0;
-  while (!(await done()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  while (!(await done()) && clock.now() < deadline) await sleep(clock, POLL_MS);
   await vm.stop();
   await stack.pluginWatcher.stop();
 
@@ -195,7 +187,7 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
     });
   }
   const reported = new Set(report.leftovers.map((l) => l.what));
-  for (const uid of await listOrEmpty(podsDir(rootDir))) {
+  for (const uid of await listOrEmpty(fs.ops, podsDir(rootDir))) {
     const dir = podDir(rootDir, uid);
     if (!reported.has(dir) && !report.leftovers.some((l) => l.what.includes(`(${uid})`))) {
       report.leftovers.push({ what: dir, reason: 'PodDirectoryRemains', message: 'not removed in time' });
@@ -210,11 +202,14 @@ export async function drain(o: DrainOptions): Promise<DrainReport> {
       'podvol/pods',
       'podvol',
       'plugins_registry',
-      ...(await directoriesBelow(rootDir, 'plugins')).reverse(),
+      // Real directories (not symlinks), deepest first.
+      ...(await pathsBelow(fs.ops, join(rootDir, 'plugins')))
+        .filter((e) => e.isDirectory)
+        .map((e) => `plugins/${e.rel}`)
+        .reverse(),
       'plugins',
     ];
     // Nothing of a pod is left, so the root directory's mark goes too: an empty root needs no adopting.
-    const fs = stack.host.getFs();
     await removeBeneath(fs, rootDir, `${ROOT_MARK_DIR}/${ROOT_MARK_FILE}`, (p) => fs.ops.unlink(p));
     for (const rel of own) await removeBeneath(fs, rootDir, rel, (p) => fs.ops.rmdir(p));
     for (const mp of await mountsBelow(stack.mounter, rootDir)) {

@@ -15,6 +15,7 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { lstat, mkdir, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { type Clock, systemClock, type Timer } from '../clock.ts';
 import { errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import { registrationCallTimeoutMs, registrationDialTimeoutMs } from '../plugins/csi/grpc-status.ts';
@@ -28,6 +29,8 @@ export interface PluginWatcherOptions {
   /** The safety-net rescan (default 10 s); events trigger a scan at once. */
   periodMs?: number;
   dialTimeoutMs?: number;
+  /** The scans' timer and the backoffs' time (default the system's). */
+  clock?: Clock;
 }
 
 /** Events arriving together (a bind, then a chmod) make one scan. */
@@ -62,7 +65,7 @@ export class PluginWatcher {
   /** Loaded (with gRPC) when the first socket appears: a node without CSI never loads it. */
   #registration: ReturnType<typeof import('../plugins/csi/grpc.ts').loadRegistrationProto> | undefined;
   readonly #watchers = new Map<string, FSWatcher>();
-  #timer: NodeJS.Timeout | undefined;
+  #timer: Timer | undefined;
   #timerAt = 0;
   #stopped = false;
   /** A socket that appears while a scan runs gets a scan of its own after it. */
@@ -79,7 +82,7 @@ export class PluginWatcher {
   );
 
   constructor(o: PluginWatcherOptions) {
-    this.#o = { periodMs: 10_000, dialTimeoutMs: registrationDialTimeoutMs, ...o };
+    this.#o = { periodMs: 10_000, dialTimeoutMs: registrationDialTimeoutMs, clock: systemClock(), ...o };
   }
 
   async start(): Promise<void> {
@@ -90,7 +93,7 @@ export class PluginWatcher {
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearTimeout(this.#timer);
+    this.#timer?.cancel();
     for (const w of this.#watchers.values()) w.close();
     this.#watchers.clear();
     await this.#scans.running();
@@ -106,17 +109,20 @@ export class PluginWatcher {
     if (this.#stopped) return;
     let wait = delay ?? this.#o.periodMs;
     for (const s of this.#seen.values()) {
-      if (s.retryAt !== undefined) wait = Math.min(wait, Math.max(0, s.retryAt - Date.now()));
+      if (s.retryAt !== undefined) wait = Math.min(wait, Math.max(0, s.retryAt - this.#o.clock.now()));
     }
-    const at = Date.now() + wait;
+    const at = this.#o.clock.now() + wait;
     if (this.#timer && this.#timerAt <= at) return;
-    clearTimeout(this.#timer);
+    this.#timer?.cancel();
     this.#timerAt = at;
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      void this.#run();
-    }, wait);
-    this.#timer.unref();
+    this.#timer = this.#o.clock.after(
+      wait,
+      () => {
+        this.#timer = undefined;
+        void this.#run();
+      },
+      { unref: true },
+    );
   }
 
   /** Watches exactly the directories of the last walk. */
@@ -172,7 +178,7 @@ export class PluginWatcher {
     for (const [socket, s] of this.#seen) {
       if (this.#busy.has(socket)) continue;
       const stamp = found.get(socket);
-      if (stamp === s.stamp && (s.retryAt === undefined || Date.now() < s.retryAt)) continue;
+      if (stamp === s.stamp && (s.retryAt === undefined || this.#o.clock.now() < s.retryAt)) continue;
       // Gone or replaced: deregister what it registered.
       this.#seen.delete(socket);
       if (s.registered) work.push(this.#deregister(socket, s.registered));
@@ -276,7 +282,7 @@ export class PluginWatcher {
       seen.failures = (this.#failures.get(socket) ?? 0) + 1;
       this.#failures.delete(socket);
       // 0.5 s doubling to about 2 min, as kubelet's operation executor backs off.
-      seen.retryAt = Date.now() + Math.min(500 * 2 ** (seen.failures - 1), 122_000);
+      seen.retryAt = this.#o.clock.now() + Math.min(500 * 2 ** (seen.failures - 1), 122_000);
       log.warn({ err: seen.error, failures: seen.failures }, 'plugin registration failed');
     } finally {
       client.close();

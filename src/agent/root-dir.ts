@@ -3,10 +3,10 @@
 // own (another agent's, kubelet's /var/lib/kubelet) or that belongs to another
 // node name (a short --node-name where the pods are bound to the FQDN). The
 // mark, <root>/podvol/root-dir.json, records the node name the directory serves.
-import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { errnoCode, fieldOf } from '../errno.ts';
 import type { Logger } from '../logger.ts';
+import { type FsOps, mkdirAllTrusted } from '../volumehost/fs.ts';
 import { podsDir, podVolumeRecordsDir } from '../volumehost/paths.ts';
 import { relativeBeneath, type SafeFs } from '../volumehost/safe-fs.ts';
 import { parseOwnDocument } from './own-document.ts';
@@ -30,10 +30,10 @@ export class RootDirError extends Error {
   }
 }
 
-async function readMark(rootDir: string): Promise<RootMark | undefined> {
+async function readMark(fs: FsOps, rootDir: string): Promise<RootMark | undefined> {
   let text: string;
   try {
-    text = await readFile(join(rootDir, ROOT_MARK_DIR, ROOT_MARK_FILE), 'utf8');
+    text = (await fs.readFile(join(rootDir, ROOT_MARK_DIR, ROOT_MARK_FILE))).toString('utf8');
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') return undefined;
     throw err;
@@ -59,9 +59,9 @@ async function writeMark(fs: SafeFs, rootDir: string, nodeName: string): Promise
   }
 }
 
-async function entries(dir: string): Promise<string[]> {
+async function entries(fs: FsOps, dir: string): Promise<string[]> {
   try {
-    return await readdir(dir);
+    return await fs.readdir(dir);
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') return [];
     throw err;
@@ -70,7 +70,7 @@ async function entries(dir: string): Promise<string[]> {
 
 /** Every pod directory already there becomes podvol's (records.ts' ownership rule). */
 async function adoptPodDirs(fs: SafeFs, rootDir: string): Promise<number> {
-  const uids = await entries(podsDir(rootDir));
+  const uids = await entries(fs.ops, podsDir(rootDir));
   for (const uid of uids) {
     await fs.mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podVolumeRecordsDir(rootDir, uid)), 0o750);
   }
@@ -90,8 +90,8 @@ export async function claimRootDir(
   logger: Logger,
   fs: SafeFs,
 ): Promise<void> {
-  await mkdir(rootDir, { recursive: true, mode: 0o750 });
-  const mark = await readMark(rootDir);
+  await mkdirAllTrusted(fs.ops, rootDir, 0o750);
+  const mark = await readMark(fs.ops, rootDir);
   const markPath = join(rootDir, ROOT_MARK_DIR, ROOT_MARK_FILE);
   if (mark) {
     if (mark.nodeName === nodeName) return;
@@ -108,11 +108,11 @@ export async function claimRootDir(
     );
     return;
   }
-  const present = await entries(rootDir);
+  const present = await entries(fs.ops, rootDir);
   // Only pod directories are ever torn down or removed: a root holding none
   // (a CSI node plugin's plugins/ and plugins_registry/ made before podvol's first
   // start, say) is as good as empty.
-  const podDirs = await entries(podsDir(rootDir));
+  const podDirs = await entries(fs.ops, podsDir(rootDir));
   if (podDirs.length === 0 || (present.includes(ROOT_MARK_DIR) && !adopt)) {
     // Fresh, or left by a podvol from before marks (only podvol makes <root>/podvol).
     await writeMark(fs, rootDir, nodeName);

@@ -5,6 +5,7 @@
 // reported. podvol must be the only writer for its node name: a kubelet
 // serving the same node would overwrite the list with its own.
 import { CoreV1Api, type KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { type Clock, systemClock, type Timer } from '../clock.ts';
 import { errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 
@@ -15,6 +16,8 @@ export interface VolumesInUseOptions {
   /** The unique names of the attachable volumes desired, still mounted, or still staged. */
   inUse: () => string[] | Promise<string[]>;
   periodMs?: number;
+  /** The loop's timer (default the system's). */
+  clock?: Clock;
 }
 
 export class VolumesInUseReporter {
@@ -22,11 +25,11 @@ export class VolumesInUseReporter {
   readonly #core: CoreV1Api;
   #reported = new Set<string>();
   #lastWritten: string | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: Timer | undefined;
   #running: Promise<void> | undefined;
 
   constructor(o: VolumesInUseOptions) {
-    this.#o = { periodMs: 1000, ...o };
+    this.#o = { periodMs: 1000, clock: systemClock(), ...o };
     this.#core = o.kubeConfig.makeApiClient(CoreV1Api);
   }
 
@@ -37,17 +40,17 @@ export class VolumesInUseReporter {
 
   start(): void {
     const loop = () => {
-      this.#timer = setTimeout(async () => {
+      this.#timer = this.#o.clock.after(this.#o.periodMs, async () => {
         this.#running = this.syncOnce();
         await this.#running;
         if (this.#timer) loop();
-      }, this.#o.periodMs);
+      });
     };
     loop();
   }
 
   async stop(): Promise<void> {
-    clearTimeout(this.#timer);
+    this.#timer?.cancel();
     this.#timer = undefined;
     await this.#running;
   }

@@ -3,7 +3,6 @@
 // node back). Exit codes: 0 drained (or nothing to drain, or a dry run), 1 the
 // daemon still runs, or something could not be taken down (each named on
 // stderr), 2 usage error.
-import { realpath, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { type Command, Option } from 'commander';
 import type { DrainReport } from '../agent/drain.ts';
@@ -11,6 +10,7 @@ import { createLogger, type LogFormat } from '../agent/logger.ts';
 import { escapeControl, escapeControlJSON } from '../agent/ops/escape.ts';
 import { lockRootDir, RootDirLockedError } from '../agent/root-lock.ts';
 import { errnoCode, errorMessage } from '../errno.ts';
+import { nodeFsOps } from '../volumehost/fs.ts';
 import { EXIT_FAILURE, EXIT_OK, helpNotes, setExitCode } from './command.ts';
 import { applyConfigFile, configOption } from './config-file.ts';
 import { formatDuration } from './duration.ts';
@@ -60,7 +60,8 @@ function formatReport(r: DrainReport): string {
 async function runDrain(flags: DrainFlags): Promise<number> {
   const requested = resolve(flags.rootDir);
   try {
-    if (!(await stat(requested)).isDirectory()) throw new Error(`${requested} is not a directory`);
+    if (!(await nodeFsOps().stat(requested)).isDirectory())
+      throw new Error(`${requested} is not a directory`);
   } catch (err) {
     if (errnoCode(err) === 'ENOENT') {
       process.stdout.write(escapeControl(`podvol drain: nothing to drain: ${requested} does not exist\n`));
@@ -70,7 +71,7 @@ async function runDrain(flags: DrainFlags): Promise<number> {
     return EXIT_FAILURE;
   }
   // As the daemon: symlinks in the root directory's own path are followed once, here (src/mount/target.ts).
-  const rootDir = await realpath(requested);
+  const rootDir = await nodeFsOps().realpath(requested);
   if (!flags.dryRun && process.getuid?.() !== 0) {
     process.stderr.write(
       `podvol drain: must run as root to unmount volumes (this is uid ${process.getuid?.()}); --dry-run works without\n`,

@@ -1,6 +1,5 @@
 // `podvol run`: the node agent. New run flags go next to the existing ones in
 // runCommand(); the daemon itself is wired in src/agent/daemon.ts.
-import { mkdir } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { resolveAccess } from '../agent/access/serving.ts';
@@ -19,7 +18,7 @@ import {
 import { errorMessage } from '../errno.ts';
 import { WAIT_FOR_ATTACH_TIMEOUT_MS } from '../plugins/csi/timeouts.ts';
 import { version } from '../version.ts';
-import { nodeFsOps } from '../volumehost/fs.ts';
+import { mkdirAllTrusted, nodeFsOps } from '../volumehost/fs.ts';
 import { DEFAULT_HOST_ROOT } from '../volumehost/hostroot.ts';
 import { createSafeFs } from '../volumehost/safe-fs.ts';
 import { type AccessFlags, accessOptions, toAccessOptions } from './access.ts';
@@ -136,7 +135,7 @@ async function runUntilStopped(
 ): Promise<number> {
   // The lock comes before anything reads or changes the root directory (reconstruction included).
   const rootDir = resolve(flags.rootDir);
-  await mkdir(rootDir, { recursive: true, mode: 0o750 });
+  await mkdirAllTrusted(nodeFsOps(), rootDir, 0o750);
   let lock: Awaited<ReturnType<typeof lockRootDir>>;
   try {
     lock = await lockRootDir(rootDir, 'run');

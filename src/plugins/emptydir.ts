@@ -14,8 +14,10 @@ import {
   type Attributes,
   type Mounter,
   type MounterArgs,
+  operationFs,
   type Spec,
   type Unmounter,
+  type UnmounterArgs,
   VolumeError,
   type VolumePlugin,
 } from '../volumehost/volume.ts';
@@ -231,7 +233,7 @@ class EmptyDirMounter implements Mounter {
 
   async setUpAt(dir: string, args: MounterArgs): Promise<void> {
     const mounter = this.#host.getMounter();
-    const fs = this.#host.getFs();
+    const fs = operationFs(this.#host, args);
     const medium = this.#spec.volume?.emptyDir?.medium ?? '';
     const meta = metaDir(this.#host, this.#podUID, this.#name);
     const podsDir = this.#host.getPodsDir();
@@ -254,8 +256,8 @@ class EmptyDirMounter implements Mounter {
     let failure: unknown;
     try {
       if (medium === '') await setupDir(fs, podsDir, dir);
-      else if (medium === 'Memory') await this.#setupTmpfs(dir);
-      else if (isHugePageMedium(medium)) await this.#setupHugepages(dir, medium);
+      else if (medium === 'Memory') await this.#setupTmpfs(fs, dir);
+      else if (isHugePageMedium(medium)) await this.#setupHugepages(fs, dir, medium);
       else throw new VolumeError('UnknownStorageMedium', `unknown storage medium "${medium}"`);
     } catch (err) {
       failure = err;
@@ -278,8 +280,7 @@ class EmptyDirMounter implements Mounter {
     await setReady(fs, podsDir, meta);
   }
 
-  async #setupTmpfs(dir: string): Promise<void> {
-    const fs = this.#host.getFs();
+  async #setupTmpfs(fs: SafeFs, dir: string): Promise<void> {
     await setupDir(fs, this.#host.getPodsDir(), dir);
     const current = await mountMedium(this.#host.getMounter(), fs.ops, dir, 'Memory');
     if (current.mounted && current.medium === 'Memory') return;
@@ -289,8 +290,7 @@ class EmptyDirMounter implements Mounter {
     await this.#host.getMounter().mount('tmpfs', dir, 'tmpfs', options, { withoutSystemd: true });
   }
 
-  async #setupHugepages(dir: string, medium: string): Promise<void> {
-    const fs = this.#host.getFs();
+  async #setupHugepages(fs: SafeFs, dir: string, medium: string): Promise<void> {
     await setupDir(fs, this.#host.getPodsDir(), dir);
     const current = await mountMedium(this.#host.getMounter(), fs.ops, dir, medium);
     if (current.mounted && current.medium === 'HugePages') {
@@ -350,13 +350,13 @@ class EmptyDirUnmounter implements Unmounter {
     return this.#host.getPodVolumeDir(this.#podUID, escaped, this.#name);
   }
 
-  tearDown(): Promise<void> {
-    return this.tearDownAt(this.getPath());
+  tearDown(args?: UnmounterArgs): Promise<void> {
+    return this.tearDownAt(this.getPath(), args);
   }
 
-  async tearDownAt(dir: string): Promise<void> {
+  async tearDownAt(dir: string, args?: UnmounterArgs): Promise<void> {
     const mounter = this.#host.getMounter();
-    const fs = this.#host.getFs();
+    const fs = operationFs(this.#host, args);
     const podsDir = this.#host.getPodsDir();
     await fs.removeAllBeneath(
       podsDir,

@@ -5,7 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 import type { V1HostPathVolumeSource } from '@kubernetes/client-node';
 import { errnoCode, errorMessage } from '../errno.ts';
 import { type DeadlineStat, statWithDeadline } from '../mount/deadline-stat.ts';
-import { type FsOps, nodeFsOps, O_APPEND, O_CREAT, O_WRONLY } from '../volumehost/fs.ts';
+import { type FsOps, O_APPEND, O_CREAT, O_WRONLY } from '../volumehost/fs.ts';
 import { resolveInRoot } from '../volumehost/hostroot.ts';
 import { hasBacksteps } from '../volumehost/paths.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
@@ -122,7 +122,7 @@ async function makeDir(fs: FsOps, path: string): Promise<void> {
 export async function checkHostPathType(
   path: string,
   type: string,
-  fs: FsOps = nodeFsOps(),
+  fs: FsOps,
   stat: FollowingStat = statEachTime,
 ): Promise<void> {
   switch (type) {

@@ -19,6 +19,7 @@ import {
   type Attributes,
   type Mounter,
   type MounterArgs,
+  operationFs,
   type Spec,
   specName,
   type Unmounter,
@@ -82,7 +83,7 @@ export function localVolumePlugin(): VolumePlugin {
     }
 
     async #setUpLocked(dir: string, source: string, args: MounterArgs): Promise<void> {
-      const fs = host.getFs();
+      const fs = operationFs(host, args);
       let st: Awaited<ReturnType<typeof fs.ops.stat>>;
       try {
         st = await fs.ops.stat(source);

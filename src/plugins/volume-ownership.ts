@@ -40,7 +40,7 @@ export async function requiresPermissionChange(
   dir: string,
   fsGroup: number,
   readOnly: boolean,
-  fs: Pick<FsOps, 'stat'> = nodeFsOps(),
+  fs: Pick<FsOps, 'stat'>,
 ): Promise<boolean> {
   let st: FsStats;
   try {
@@ -111,7 +111,9 @@ export async function setVolumeOwnership(
   fsGroup: number,
   opts: VolumeOwnershipOptions,
 ): Promise<VolumeOwnershipResult> {
-  const root = typeof dir === 'string' ? await SafeDir.openRoot(dir) : dir;
+  // A path only from the CSI plugin, which is moving onto the volume host's fs (issue 22): then
+  // every caller passes the volume it opened and this opening on the host's fs goes.
+  const root = typeof dir === 'string' ? await SafeDir.openRoot(dir, dir, nodeFsOps()) : dir;
   try {
     if (
       opts.fsGroupChangePolicy === 'OnRootMismatch' &&

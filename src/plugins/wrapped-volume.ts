@@ -9,8 +9,10 @@ import type { VolumeHost } from '../volumehost/types.ts';
 import {
   type Mounter,
   type MounterArgs,
+  operationFs,
   type Spec,
   type Unmounter,
+  type UnmounterArgs,
   VolumeError,
   type VolumePlugin,
 } from '../volumehost/volume.ts';
@@ -45,7 +47,7 @@ export interface WrappedSetUp {
 }
 
 export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
-  const fs = s.host.getFs();
+  const fs = operationFs(s.host, s.args);
   const wasSetUp = await hasData(fs, s.dir);
   const wrapper = s.host.newWrapperMounter(s.volumeName, wrappedSpec(s.medium), s.pod);
   await wrapper.setUpAt(s.dir, s.args);
@@ -79,7 +81,9 @@ export async function setUpWrapped(s: WrappedSetUp): Promise<void> {
     // was already serving a running pod would pull its files away, so only a
     // first-time set-up is rolled back.
     if (!wasSetUp)
-      await tearDownWrapped(s.host, s.volumeName, s.medium, s.pod.metadata?.uid ?? '', s.dir).catch(() => {});
+      await tearDownWrapped(s.host, s.volumeName, s.medium, s.pod.metadata?.uid ?? '', s.dir, {
+        fs,
+      }).catch(() => {});
     if (err instanceof VolumeError || err instanceof UnsafePathError) throw err;
     const invalid = err instanceof AtomicWriteError && err.invalidPayload;
     throw new VolumeError(invalid ? 'InvalidPath' : 'WriteFailed', errorMessage(err), { cause: err });
@@ -92,8 +96,9 @@ export async function tearDownWrapped(
   medium: WrapperMedium,
   podUID: string,
   dir: string,
+  args: UnmounterArgs | undefined,
 ): Promise<void> {
-  await host.newWrapperUnmounter(volumeName, wrappedSpec(medium), podUID).tearDownAt(dir);
+  await host.newWrapperUnmounter(volumeName, wrappedSpec(medium), podUID).tearDownAt(dir, args);
 }
 
 export interface WrappedPluginDef {
@@ -134,11 +139,11 @@ export function wrappedVolumePlugin(def: WrappedPluginDef): VolumePlugin {
     },
     newUnmounter(volumeName, podUID): Unmounter {
       const path = host.getPodVolumeDir(podUID, escaped, volumeName);
-      const tearDownAt = async (dir: string) => {
-        await tearDownWrapped(host, volumeName, def.medium, podUID, dir);
+      const tearDownAt = async (dir: string, args?: UnmounterArgs) => {
+        await tearDownWrapped(host, volumeName, def.medium, podUID, dir, args);
         def.afterTearDown?.(host, podUID);
       };
-      return { getPath: () => path, tearDown: () => tearDownAt(path), tearDownAt };
+      return { getPath: () => path, tearDown: (args) => tearDownAt(path, args), tearDownAt };
     },
     constructVolumeSpec: (volumeName) => def.constructVolumeSpec(volumeName),
   };

@@ -7,6 +7,7 @@
 import { close, constants, fchmod, fchown, fstat, writeFile } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { promisify } from 'node:util';
+import { errnoCode } from '../errno.ts';
 import { mountIdOf } from '../mount/target.ts';
 import { type OpenBeneath, openat2Beneath } from './openat2.ts';
 
@@ -24,6 +25,16 @@ export interface FsStats {
   isSocket(): boolean;
   isBlockDevice(): boolean;
   isCharacterDevice(): boolean;
+}
+
+/** What a `du` walk reads of an lstat (disk-usage.ts), exact: inode numbers and block counts may pass 2^53. */
+export interface FsBigStats {
+  dev: bigint;
+  ino: bigint;
+  nlink: bigint;
+  /** 512-byte blocks allocated. */
+  blocks: bigint;
+  isDirectory(): boolean;
 }
 
 /** An open file or directory (node's FileHandle, narrowed). */
@@ -51,6 +62,8 @@ export interface FsOps {
   /** The `mnt_id` of an open fd (/proc/self/fdinfo): which mount it lies on. */
   mountIdOf(fd: number): Promise<number>;
   lstat(path: string): Promise<FsStats>;
+  /** lstat with bigint fields (node's `{ bigint: true }`). */
+  lstatBig(path: string): Promise<FsBigStats>;
   stat(path: string): Promise<FsStats>;
   /** access(2) F_OK: after a stat's ENOENT, tells a stale handle from a missing path (mount-utils PathExists). */
   access(path: string): Promise<void>;
@@ -61,6 +74,8 @@ export interface FsOps {
   readdirSome(path: string, max: number): Promise<string[]>;
   readFile(path: string): Promise<Buffer>;
   readlink(path: string): Promise<string>;
+  /** realpath(3): every symlink on the way resolved (subPath's one evaluation before its walk). */
+  realpath(path: string): Promise<string>;
   /** mkdir(2): EEXIST when anything is there; `mode` minus the umask. */
   mkdir(path: string, mode: number): Promise<void>;
   symlink(target: string, path: string): Promise<void>;
@@ -142,6 +157,7 @@ function hostOps(beneath: OpenBeneath | undefined): Readonly<FsOps> {
     }),
     mountIdOf: async (fd) => mountIdOf(fd),
     lstat: (path) => fsp.lstat(path),
+    lstatBig: (path) => fsp.lstat(path, { bigint: true }),
     stat: (path) => fsp.stat(path),
     access: (path) => fsp.access(path),
     statfsType: async (path) => (await fsp.statfs(path)).type,
@@ -149,6 +165,7 @@ function hostOps(beneath: OpenBeneath | undefined): Readonly<FsOps> {
     readdirSome,
     readFile: (path) => fsp.readFile(path),
     readlink: (path) => fsp.readlink(path),
+    realpath: (path) => fsp.realpath(path),
     mkdir: (path, mode) => fsp.mkdir(path, { mode }).then(() => {}),
     symlink: (target, path) => fsp.symlink(target, path),
     rename: (from, to) => fsp.rename(from, to),
@@ -175,4 +192,59 @@ export function nodeFsOps({
   openat2?: boolean;
 } = {}): FsOps {
   return openat2 ? hostFsOps.openat2 : hostFsOps.walk;
+}
+
+/**
+ * mkdir -p of a trusted path (an operator's --root-dir: symlinks on the way are
+ * followed, as mkdir(1) follows them); each missing directory gets `mode`
+ * minus the umask. For paths below such a root, safe-fs's mkdirAllBeneath.
+ */
+export async function mkdirAllTrusted(fs: FsOps, path: string, mode: number): Promise<void> {
+  const parts = path.split('/').filter((p) => p !== '');
+  for (let n = 1; n <= parts.length; n++) {
+    const dir = `/${parts.slice(0, n).join('/')}`;
+    try {
+      await fs.mkdir(dir, mode);
+    } catch (err) {
+      if (errnoCode(err) !== 'EEXIST') throw err;
+    }
+  }
+  if (!(await fs.stat(path)).isDirectory())
+    throw Object.assign(new Error(`ENOTDIR: ${path} is not a directory`), { code: 'ENOTDIR' });
+}
+
+/** One entry of pathsBelow: its path relative to the root, and whether an lstat found a directory. */
+export interface PathBelow {
+  rel: string;
+  isDirectory: boolean;
+}
+
+/**
+ * Every path below `root`, relative to it, parents before children, without
+ * following symlinks (a link to a directory is an entry, not entered).
+ * Unreadable parts are skipped, as kubelet's Walk visitors ignore errors: a
+ * directory that cannot be read has no entries, an entry that cannot be
+ * lstat-ed is no directory. Path-based: for podvol's own trees (the atomic
+ * writer's payload, the plugins directory), not for a volume's contents.
+ */
+export async function pathsBelow(
+  fs: FsOps,
+  root: string,
+  rel = '',
+  out: PathBelow[] = [],
+): Promise<PathBelow[]> {
+  let names: string[];
+  try {
+    names = await fs.readdir(rel ? `${root}/${rel}` : root);
+  } catch {
+    return out;
+  }
+  for (const name of names) {
+    const p = rel ? `${rel}/${name}` : name;
+    const entry = { rel: p, isDirectory: false };
+    out.push(entry);
+    entry.isDirectory = (await fs.lstat(`${root}/${p}`).catch(() => undefined))?.isDirectory() ?? false;
+    if (entry.isDirectory) await pathsBelow(fs, root, p, out);
+  }
+  return out;
 }

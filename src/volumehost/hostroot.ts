@@ -5,7 +5,7 @@
 // `..` never climbs above it, and a symlink can never lead out of it into the
 // container's own filesystem.
 import { join } from 'node:path';
-import { type FsOps, nodeFsOps } from './fs.ts';
+import type { FsOps } from './fs.ts';
 
 /** --host-root's default: podvol runs on the host, whose / is its own. */
 export const DEFAULT_HOST_ROOT = '/';
@@ -20,7 +20,7 @@ const MAX_SYMLINKS = 40; // Linux's MAXSYMLINKS
 export async function resolveInRoot(
   root: string,
   path: string,
-  fs: Pick<FsOps, 'lstat' | 'readlink'> = nodeFsOps(),
+  fs: Pick<FsOps, 'lstat' | 'readlink'>,
 ): Promise<string> {
   if (root === '/' || root === '') return path;
   const pending = path.split('/').filter((p) => p !== '' && p !== '.');

@@ -13,7 +13,6 @@
 // The root is trusted (it is followed if it is a symlink: an operator may make
 // /var/lib/podvol one). Every component below it is untrusted.
 
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { isAbsolute, resolve, sep } from 'node:path';
 import { errnoCode } from '../errno.ts';
@@ -23,7 +22,6 @@ import {
   type FsHandle,
   type FsOps,
   type FsStats,
-  nodeFsOps,
   O_CREAT,
   O_DIRECTORY,
   O_NOFOLLOW,
@@ -124,7 +122,7 @@ export class SafeDir {
   }
 
   /** Opens a trusted directory by path (symlinks in it are followed). */
-  static async openRoot(path: string, display = path, fs: FsOps = nodeFsOps()): Promise<SafeDir> {
+  static async openRoot(path: string, display: string, fs: FsOps): Promise<SafeDir> {
     const fh = await fs.open(path, O_RDONLY | O_DIRECTORY);
     try {
       return new SafeDir(fs, fh, display, await fs.mountIdOf(fh.fd));
@@ -323,7 +321,7 @@ function openBeneathOf(fs: FsOps): NonNullable<FsOps['openBeneath']> {
 class HeldDirs {
   readonly #byPath = new Map<string, { rootAbs: string; dir: Promise<SafeDir> }>();
   readonly #all = new Set<Promise<SafeDir>>();
-  /** Once its operation has ended; anything scheduled from inside it (a timer, a kicked pass) holds nothing. */
+  /** Once its operation has ended; a walk through its SafeFs after that (work scheduled from inside) holds nothing. */
   ended = false;
 
   /**
@@ -383,7 +381,7 @@ interface HeldWalk {
 
 /**
  * Where a walk from `root` takes and keeps held directories: `dirs`, those of
- * the SafeFs.withHeldDirs it runs in, if any; only walks from a string root use them.
+ * the operation whose SafeFs it runs through (SafeFs.withHeldDirs), if any; only walks from a string root use them.
  */
 function heldWalk(dirs: HeldDirs | undefined, root: Root): HeldWalk | undefined {
   if (dirs === undefined || dirs.ended || typeof root !== 'string') return undefined;
@@ -765,19 +763,21 @@ export interface SafeFs {
   /** The plain calls, for what is not beneath a root (a hostPath, a stat). */
   readonly ops: FsOps;
   /**
-   * Runs one volume operation (a SetUp, a TearDown and their records) with
-   * the directories the walks of this SafeFs open inside it kept open until
-   * it ends: each step walks from the deepest directory an earlier step
+   * Runs one volume operation (a SetUp, a TearDown and their records) and
+   * hands it `opFs`: these primitives on the same filesystem with the
+   * directories its walks open kept open until `fn` ends. The operation
+   * passes `opFs` to what it calls (MounterArgs.fs, UnmounterArgs.fs,
+   * records): each step walks from the deepest directory an earlier step
    * already opened (the pod's, its volumes directory) instead of from the
-   * root, one component at a time, and nothing else changes: every component
-   * not held is opened as before, no symlink is followed and no mount is
-   * entered. A held directory is the very one its walk checked (an fd),
-   * wherever it is moved meanwhile; one removed by removeAllBeneath is
-   * dropped so that a later step opens (or re-creates) it. Walks through
-   * another SafeFs, and work scheduled from inside that runs after the
-   * operation ended, hold nothing.
+   * root, and nothing else changes: every component not held is opened as
+   * before, no symlink is followed and no mount is entered. A held directory
+   * is the very one its walk checked (an fd), wherever it is moved meanwhile;
+   * one removed by removeAllBeneath is dropped so that a later step opens (or
+   * re-creates) it. Walks through this SafeFs itself (or another) hold
+   * nothing, nor do walks through `opFs` once `fn` has ended (work scheduled
+   * from inside it).
    */
-  withHeldDirs<T>(fn: () => Promise<T>): Promise<T>;
+  withHeldDirs<T>(fn: (opFs: SafeFs) => Promise<T>): Promise<T>;
   openRoot(path: string): Promise<SafeDir>;
   openDirBeneath(root: Root, rel: string, opts?: BeneathOptions): Promise<SafeDir>;
   withDirBeneath<T>(
@@ -795,33 +795,34 @@ export interface SafeFs {
 }
 
 /**
- * The primitives above on `fs` (a SafeDir root carries its own), with the
- * held directories of the operations run through it (withHeldDirs): state of
- * this host's SafeFs, never shared with another.
+ * The primitives above on `fs` (a SafeDir root carries its own). Nothing is
+ * held here: an operation gets its own held directories from withHeldDirs,
+ * as an argument, never from the context it runs in.
  */
 export function createSafeFs(fs: FsOps): SafeFs {
-  // The operation a walk runs in, found from the call (a plugin's SetUp is
-  // handed no operation object): see withHeldDirs.
-  const operations = new AsyncLocalStorage<HeldDirs>();
-  const held = () => operations.getStore();
+  return safeFsHolding(fs, undefined);
+}
+
+/** The primitives on `fs` whose walks take and keep directories in `held` (an operation's), if any. */
+function safeFsHolding(fs: FsOps, held: HeldDirs | undefined): SafeFs {
   return {
     ops: fs,
     withHeldDirs: async (fn) => {
       const dirs = new HeldDirs();
       try {
-        return await operations.run(dirs, fn);
+        return await fn(safeFsHolding(fs, dirs));
       } finally {
         await dirs.releaseAll();
       }
     },
     openRoot: (path) => SafeDir.openRoot(path, path, fs),
-    openDirBeneath: (root, rel, opts) => openDirBeneathIn(fs, held(), root, rel, opts),
-    withDirBeneath: (root, rel, fn, opts) => withDirBeneathIn(fs, held(), root, rel, fn, opts),
-    openPathBeneath: (root, rel, opts) => openPathBeneathIn(fs, held(), root, rel, opts),
+    openDirBeneath: (root, rel, opts) => openDirBeneathIn(fs, held, root, rel, opts),
+    withDirBeneath: (root, rel, fn, opts) => withDirBeneathIn(fs, held, root, rel, fn, opts),
+    openPathBeneath: (root, rel, opts) => openPathBeneathIn(fs, held, root, rel, opts),
     mkdirAllBeneath: async (root, rel, mode, opts) =>
-      (await openMkdirAllIn(fs, held(), root, rel, mode, opts)).close(),
-    openMkdirAll: (root, rel, mode, opts) => openMkdirAllIn(fs, held(), root, rel, mode, opts),
-    removeAllBeneath: (root, rel) => removeAllBeneathIn(fs, held(), root, rel),
-    removeContentsBeneath: (root, rel, opts) => removeContentsBeneathIn(fs, held(), root, rel, opts),
+      (await openMkdirAllIn(fs, held, root, rel, mode, opts)).close(),
+    openMkdirAll: (root, rel, mode, opts) => openMkdirAllIn(fs, held, root, rel, mode, opts),
+    removeAllBeneath: (root, rel) => removeAllBeneathIn(fs, held, root, rel),
+    removeContentsBeneath: (root, rel, opts) => removeContentsBeneathIn(fs, held, root, rel, opts),
   };
 }

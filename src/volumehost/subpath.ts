@@ -8,14 +8,14 @@
 // mount is of the object that was checked. Subpath mounts are removed with
 // their volume (CleanSubPaths) from open directories, never by following a
 // link nor entering a mount.
-import { lstat, mkdir, open, realpath, stat, writeFile } from 'node:fs/promises';
-import { join, relative, sep } from 'node:path';
+import { dirname, join, relative, sep } from 'node:path';
 import { errnoCode, errorMessage } from '../errno.ts';
 import type { Logger } from '../logger.ts';
 import { cleanupMountPoint } from '../mount/cleanup.ts';
 import type * as mount from '../mount/types.ts';
+import { O_RDONLY } from './fs.ts';
 import { podDir } from './paths.ts';
-import { relativeBeneath, SafeDir, type SafeFs, UnsafePathError } from './safe-fs.ts';
+import { relativeBeneath, type SafeDir, type SafeFs, UnsafePathError } from './safe-fs.ts';
 import { VolumeError } from './volume.ts';
 
 export const SUBPATH_DIR = 'volume-subpaths';
@@ -41,8 +41,12 @@ export interface SubPathRequest {
 export interface SubPather {
   /** Creates a missing subPath, bind-mounts it safely, returns the bind target. */
   prepare(req: SubPathRequest): Promise<string>;
-  /** CleanSubPaths: unmounts and removes every subpath mount of one volume of a pod. */
-  cleanSubPaths(podUID: string, volumeName: string): Promise<void>;
+  /**
+   * CleanSubPaths: unmounts and removes every subpath mount of one volume of
+   * a pod, walking through `fs` (its unmount operation's, SafeFs.withHeldDirs)
+   * or else the host's.
+   */
+  cleanSubPaths(podUID: string, volumeName: string, fs?: SafeFs): Promise<void>;
 }
 
 /** PathWithinBase. */
@@ -59,7 +63,7 @@ export const subpathTarget = (
 export function createSubPather(o: {
   rootDir: string;
   mounter: mount.Interface;
-  /** The host's (VolumeHost.getFs): an unmount's clean-up walks with its operation's held directories. */
+  /** The host's (VolumeHost.getFs); an unmount's clean-up is handed its operation's. */
   fs: SafeFs;
   logger: Logger;
 }): SubPather {
@@ -71,7 +75,7 @@ export function createSubPather(o: {
    * (mkdir's mode is cut by the umask).
    */
   async function safeMakeDir(base: string, subPath: string, perm: number): Promise<void> {
-    let cur = await SafeDir.openRoot(base);
+    let cur = await o.fs.openRoot(base);
     try {
       for (const part of subPath.split('/').filter((p) => p !== '' && p !== '.')) {
         let next: SafeDir;
@@ -79,7 +83,7 @@ export function createSubPather(o: {
           next = await cur.openChild(part, true);
         } catch (err) {
           if (errnoCode(err) !== 'ENOENT') throw err;
-          await mkdir(cur.child(part), { mode: perm }).catch((e) => {
+          await cur.fs.mkdir(cur.child(part), perm).catch((e) => {
             if (errnoCode(e) !== 'EEXIST') throw e;
           });
           next = await cur.openChild(part, true);
@@ -114,15 +118,15 @@ export function createSubPather(o: {
     };
     let exists = true;
     try {
-      await stat(hostPath);
+      await o.fs.ops.stat(hostPath);
     } catch (err) {
       if (errnoCode(err) !== 'ENOENT') throw refuse('failed to prepare subPath', err);
       exists = false;
     }
     if (!exists) {
       try {
-        const perm = (await stat(req.volumePath)).mode & 0o7777;
-        await safeMakeDir(await realpath(req.volumePath), req.subPath, perm);
+        const perm = (await o.fs.ops.stat(req.volumePath)).mode & 0o7777;
+        await safeMakeDir(await o.fs.ops.realpath(req.volumePath), req.subPath, perm);
       } catch (err) {
         throw refuse('failed to create subPath directory', err);
       }
@@ -136,15 +140,15 @@ export function createSubPather(o: {
 
   async function bindSubPath(req: SubPathRequest): Promise<string> {
     // Symlinks are evaluated once; from here on nothing is followed.
-    const volumePath = await realpath(req.volumePath);
-    const path = await realpath(join(req.volumePath, req.subPath));
+    const volumePath = await o.fs.ops.realpath(req.volumePath);
+    const path = await o.fs.ops.realpath(join(req.volumePath, req.subPath));
     if (!pathWithinBase(path, volumePath)) {
       throw new Error(`subpath "${path}" not within volume path "${volumePath}"`);
     }
     const rel = relative(volumePath, path);
     const fh =
       rel === ''
-        ? await open(volumePath, 'r')
+        ? await o.fs.ops.open(volumePath, O_RDONLY)
         : await o.fs.openPathBeneath(volumePath, rel, { crossMounts: true });
     try {
       const st = await fh.stat();
@@ -152,17 +156,28 @@ export function createSubPather(o: {
       const target = subpathTarget(o.rootDir, req);
       // Already mounted by an earlier call for this container: the same file is reused.
       if (await o.mounter.isMountPoint(target).catch(() => false)) {
-        const t = await lstat(target);
+        const t = await o.fs.ops.lstat(target);
         if (t.dev === st.dev && t.ino === st.ino) return target;
         await o.mounter.unmount(target);
       }
-      await mkdir(join(target, '..'), { recursive: true, mode: 0o750 });
-      if (st.isDirectory()) {
-        await mkdir(target, { mode: 0o750 }).catch((e) => {
-          if (errnoCode(e) !== 'EEXIST') throw e;
-        });
-      } else {
-        await writeFile(target, '', { mode: 0o640 });
+      // The container's directory below the root, made without following a symlink; the
+      // target in it (podvol's own new entry) as mkdir(2) and open(2) make it, minus the umask.
+      const containerDir = await o.fs.openMkdirAll(
+        o.rootDir,
+        relativeBeneath(o.rootDir, dirname(target)),
+        0o750,
+      );
+      try {
+        const name = String(req.index);
+        if (st.isDirectory()) {
+          await containerDir.fs.mkdir(containerDir.child(name), 0o750).catch((e) => {
+            if (errnoCode(e) !== 'EEXIST') throw e;
+          });
+        } else {
+          await containerDir.writeFile(name, '', 0o640, { exactMode: false });
+        }
+      } finally {
+        await containerDir.close();
       }
       try {
         // The mounter names every target to mount(8) without canonicalising (target.ts).
@@ -182,7 +197,7 @@ export function createSubPather(o: {
 
   /** A subpath target left by a failed bind: unmounted if mounted, then removed (path-based, podvol's own new entry). */
   async function cleanOne(containerDir: string, entry: string): Promise<void> {
-    await cleanupMountPoint(join(containerDir, entry), o.mounter, true, { logger: log });
+    await cleanupMountPoint(join(containerDir, entry), o.mounter, true, { fs: o.fs.ops, logger: log });
   }
 
   /**
@@ -289,10 +304,10 @@ export function createSubPather(o: {
    * entry is tried; the errors are reported together, and the directories are
    * removed only once they are empty.
    */
-  async function cleanSubPaths(podUID: string, volumeName: string): Promise<void> {
+  async function cleanSubPaths(podUID: string, volumeName: string, fs = o.fs): Promise<void> {
     let subpaths: SafeDir;
     try {
-      subpaths = await o.fs.openDirBeneath(
+      subpaths = await fs.openDirBeneath(
         o.rootDir,
         relativeBeneath(o.rootDir, join(podDir(o.rootDir, podUID), SUBPATH_DIR)),
       );
@@ -308,7 +323,7 @@ export function createSubPather(o: {
       await subpaths.close();
     }
     // The pod's volume-subpaths directory goes with its last volume.
-    await o.fs
+    await fs
       .withDirBeneath(o.rootDir, relativeBeneath(o.rootDir, podDir(o.rootDir, podUID)), (pd) =>
         pd.fs.rmdir(pd.child(SUBPATH_DIR)),
       )

@@ -7,6 +7,7 @@
 import type { V1PersistentVolume, V1Pod, V1Volume } from '@kubernetes/client-node';
 import { fieldOf } from '../errno.ts';
 import { isVolumeReason, type VolumeReason } from '../reasons.ts';
+import type { SafeFs } from './safe-fs.ts';
 import type { VolumeHost } from './types.ts';
 
 /** kubelet's volume.Spec: an inline pod volume or a persistent volume. */
@@ -22,10 +23,27 @@ export function specName(spec: Spec): string {
   return spec.persistentVolume?.metadata?.name ?? spec.volume?.name ?? '';
 }
 
-export interface MounterArgs {
+/** What one operation hands a plugin's TearDown (kubelet's TearDown takes none). */
+export interface UnmounterArgs {
+  /**
+   * The operation's filesystem (SafeFs.withHeldDirs): walks through it start
+   * from the directories the operation's earlier steps opened. Without it
+   * (a test, a SetUp outside an operation), the host's (VolumeHost.getFs),
+   * which holds none: the same walks, each from its root.
+   */
+  fs?: SafeFs;
+}
+
+/** kubelet's MounterArgs, plus the operation's filesystem (UnmounterArgs.fs). */
+export interface MounterArgs extends UnmounterArgs {
   fsUser?: number;
   fsGroup?: number;
   fsGroupChangePolicy?: string;
+}
+
+/** The filesystem a SetUp or TearDown walks through: its operation's (see UnmounterArgs.fs), else the host's. */
+export function operationFs(host: Pick<VolumeHost, 'getFs'>, args: UnmounterArgs | undefined): SafeFs {
+  return args?.fs ?? host.getFs();
 }
 
 export interface Attributes {
@@ -45,8 +63,8 @@ export interface Mounter {
 
 export interface Unmounter {
   getPath(): string;
-  tearDown(): Promise<void>;
-  tearDownAt(dir: string): Promise<void>;
+  tearDown(args?: UnmounterArgs): Promise<void>;
+  tearDownAt(dir: string, args?: UnmounterArgs): Promise<void>;
 }
 
 export interface VolumePlugin {

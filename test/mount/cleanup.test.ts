@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, type TestContext, test } from 'node:test';
 import { type CleanupFs, cleanupMountPoint, cleanupMountWithForce } from '../../src/mount/cleanup.ts';
-import { FakeMounter } from '../../src/mount/fake.ts';
+import { FakeMounter } from '../helpers/fake-mounter.ts';
 
 async function volumeDir(t: TestContext): Promise<string> {
   const root = await mkdtemp(join(tmpdir(), 'podvol-cleanup-'));

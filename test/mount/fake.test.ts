@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, type TestContext, test } from 'node:test';
 import { MountError, MountOptionError } from '../../src/mount/errors.ts';
-import { FakeMounter } from '../../src/mount/fake.ts';
 import type * as mount from '../../src/mount/types.ts';
+import { FakeMounter } from '../helpers/fake-mounter.ts';
 import { at } from '../helpers/must.ts';
 
 async function tmp(t: TestContext): Promise<string> {

@@ -8,11 +8,11 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '../../src/logger.ts';
-import { FakeMounter } from '../../src/mount/fake.ts';
 import { probeVolumePlugins } from '../../src/plugins/index.ts';
 import { createVolumeHost } from '../../src/volumehost/host.ts';
 import { VolumePluginMgr } from '../../src/volumehost/plugin-manager.ts';
 import type { Spec } from '../../src/volumehost/volume.ts';
+import { FakeMounter } from '../helpers/fake-mounter.ts';
 
 type Line = { level: string; obj: Record<string, unknown>; msg: string | undefined };
 

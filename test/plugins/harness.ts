@@ -8,7 +8,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import type { V1Container, V1Pod, V1Volume } from '@kubernetes/client-node';
-import { FakeMounter } from '../../src/mount/fake.ts';
 import { mountContaining } from '../../src/mount/mountinfo.ts';
 import { HUGETLBFS_MAGIC, TMPFS_MAGIC } from '../../src/mount/probe.ts';
 import { probeVolumePlugins } from '../../src/plugins/index.ts';
@@ -17,6 +16,7 @@ import { type ClusterBackend, createVolumeHost } from '../../src/volumehost/host
 import { VolumePluginMgr } from '../../src/volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../../src/volumehost/types.ts';
 import type { Mounter, Spec, Unmounter } from '../../src/volumehost/volume.ts';
+import { FakeMounter } from '../helpers/fake-mounter.ts';
 
 export interface PluginHarness {
   root: string;

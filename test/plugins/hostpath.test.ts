@@ -5,6 +5,7 @@ import { lstat, mkdir, readlink, stat, symlink, writeFile } from 'node:fs/promis
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { checkHostPathType } from '../../src/plugins/hostpath.ts';
+import { nodeFsOps } from '../../src/volumehost/fs.ts';
 import { VolumeError } from '../../src/volumehost/volume.ts';
 import { tempDir } from '../helpers/mountns.ts';
 
@@ -22,7 +23,7 @@ test('DirectoryOrCreate on a dangling symlink succeeds and creates nothing (kube
   const dir = await tempDir(t);
   const link = join(dir, 'link');
   await symlink(join(dir, 'target'), link);
-  await checkHostPathType(link, 'DirectoryOrCreate');
+  await checkHostPathType(link, 'DirectoryOrCreate', nodeFsOps());
   assert.ok((await lstat(link)).isSymbolicLink(), 'the link is left as it is');
   assert.equal(await readlink(link), join(dir, 'target'));
   await missing(join(dir, 'target'));
@@ -31,25 +32,25 @@ test('DirectoryOrCreate on a dangling symlink succeeds and creates nothing (kube
 test('DirectoryOrCreate below a dangling symlink succeeds the same way', async (t) => {
   const dir = await tempDir(t);
   await symlink(join(dir, 'target'), join(dir, 'link'));
-  await checkHostPathType(join(dir, 'link', 'sub', 'deeper'), 'DirectoryOrCreate');
+  await checkHostPathType(join(dir, 'link', 'sub', 'deeper'), 'DirectoryOrCreate', nodeFsOps());
   await missing(join(dir, 'target'));
 });
 
 test('DirectoryOrCreate creates missing directories 0755 and accepts an existing one', async (t) => {
   const dir = await tempDir(t);
   const path = join(dir, 'a', 'b');
-  await checkHostPathType(path, 'DirectoryOrCreate');
+  await checkHostPathType(path, 'DirectoryOrCreate', nodeFsOps());
   const st = await stat(path);
   assert.ok(st.isDirectory());
   assert.equal(st.mode & 0o777 & ~process.umask(), 0o755 & ~process.umask());
-  await checkHostPathType(path, 'DirectoryOrCreate');
-  await checkHostPathType(path, 'Directory');
+  await checkHostPathType(path, 'DirectoryOrCreate', nodeFsOps());
+  await checkHostPathType(path, 'Directory', nodeFsOps());
 });
 
 test('DirectoryOrCreate through a regular file fails as Go words it', async (t) => {
   const dir = await tempDir(t);
   await writeFile(join(dir, 'file'), '');
-  await assert.rejects(checkHostPathType(join(dir, 'file', 'x'), 'DirectoryOrCreate'), (err) => {
+  await assert.rejects(checkHostPathType(join(dir, 'file', 'x'), 'DirectoryOrCreate', nodeFsOps()), (err) => {
     assert.ok(err instanceof VolumeError);
     assert.equal(err.message, `mkdir ${join(dir, 'file')}: not a directory`);
     return true;
@@ -60,16 +61,16 @@ test('FileOrCreate on a dangling symlink creates the file it points to (O_CREAT 
   const dir = await tempDir(t);
   const link = join(dir, 'link');
   await symlink(join(dir, 'target'), link);
-  await checkHostPathType(link, 'FileOrCreate');
+  await checkHostPathType(link, 'FileOrCreate', nodeFsOps());
   assert.ok((await stat(join(dir, 'target'))).isFile());
-  await checkHostPathType(link, 'File');
+  await checkHostPathType(link, 'File', nodeFsOps());
 });
 
 test('type checks: kubelet messages', async (t) => {
   const dir = await tempDir(t);
   await mkdir(join(dir, 'd'));
   const message = async (path: string, type: string) =>
-    checkHostPathType(path, type).then(
+    checkHostPathType(path, type, nodeFsOps()).then(
       () => '',
       (err: Error) => err.message,
     );

@@ -5,7 +5,20 @@ import { chmod, chown, lstat, mkdir, stat, symlink, writeFile } from 'node:fs/pr
 import { join } from 'node:path';
 import { type TestContext, test } from 'node:test';
 import { requiresPermissionChange, setVolumeOwnership } from '../../src/plugins/volume-ownership.ts';
+import { nodeFsOps } from '../../src/volumehost/fs.ts';
+import { createSafeFs } from '../../src/volumehost/safe-fs.ts';
 import { tempDir } from '../helpers/mountns.ts';
+
+const hostFs = createSafeFs(nodeFsOps());
+/** setVolumeOwnership of the directory `dir`, opened as a plugin opens its volume. */
+async function ownership(dir: string, gid: number, opts: Parameters<typeof setVolumeOwnership>[2]) {
+  const root = await hostFs.openRoot(dir);
+  try {
+    return await setVolumeOwnership(root, gid, opts);
+  } finally {
+    await root.close();
+  }
+}
 
 const asRoot = process.getuid?.() === 0;
 const rootTest = (name: string, fn: (t: TestContext) => Promise<void>) =>
@@ -28,7 +41,7 @@ rootTest(
   async (t) => {
     const dir = await tree(t);
     await chmod(join(dir, 'top'), 0o400);
-    const r = await setVolumeOwnership(dir, GID, { readOnly: false });
+    const r = await ownership(dir, GID, { readOnly: false });
     assert.deepEqual(r, { skipped: false, files: 5 });
     assert.equal((await stat(join(dir, 'sub', 'file'))).mode & 0o7777, 0o660);
     assert.equal(
@@ -45,7 +58,7 @@ rootTest(
 
 rootTest('read-only volumes get group read only', async (t) => {
   const dir = await tree(t);
-  await setVolumeOwnership(dir, GID, { readOnly: true });
+  await ownership(dir, GID, { readOnly: true });
   assert.equal((await stat(join(dir, 'sub', 'file'))).mode & 0o7777, 0o640);
   assert.equal((await stat(dir)).mode & 0o7777, 0o2755);
 });
@@ -54,8 +67,8 @@ rootTest('OnRootMismatch: a root with the group, the bits and setgid is not walk
   const dir = await tree(t);
   await chown(dir, 0, GID);
   await chmod(dir, 0o2770);
-  assert.equal(await requiresPermissionChange(dir, GID, false), false);
-  const r = await setVolumeOwnership(dir, GID, { readOnly: false, fsGroupChangePolicy: 'OnRootMismatch' });
+  assert.equal(await requiresPermissionChange(dir, GID, false, nodeFsOps()), false);
+  const r = await ownership(dir, GID, { readOnly: false, fsGroupChangePolicy: 'OnRootMismatch' });
   assert.deepEqual(r, { skipped: true, files: 0 });
   const file = await stat(join(dir, 'sub', 'file'));
   assert.notEqual(file.gid, GID, 'nothing below the root was touched');
@@ -72,11 +85,11 @@ rootTest('OnRootMismatch walks when the group, a bit or setgid is missing at the
     await chown(dir, 0, gid);
     await chmod(dir, mode);
     assert.equal(
-      await requiresPermissionChange(dir, GID, false),
+      await requiresPermissionChange(dir, GID, false, nodeFsOps()),
       true,
       `gid ${gid} mode ${mode.toString(8)}`,
     );
-    const r = await setVolumeOwnership(dir, GID, { readOnly: false, fsGroupChangePolicy: 'OnRootMismatch' });
+    const r = await ownership(dir, GID, { readOnly: false, fsGroupChangePolicy: 'OnRootMismatch' });
     assert.equal(r.skipped, false);
     assert.equal((await stat(join(dir, 'sub', 'file'))).gid, GID);
   }
@@ -87,7 +100,7 @@ rootTest('Always (or no policy) walks even a matching root', async (t) => {
   await chown(dir, 0, GID);
   await chmod(dir, 0o2770);
   for (const policy of ['Always', undefined]) {
-    const r = await setVolumeOwnership(dir, GID, { readOnly: false, fsGroupChangePolicy: policy });
+    const r = await ownership(dir, GID, { readOnly: false, fsGroupChangePolicy: policy });
     assert.equal(r.skipped, false);
   }
   assert.equal((await stat(join(dir, 'sub', 'file'))).gid, GID);
@@ -97,7 +110,7 @@ test('a read-only root needs only group read and exec', async (t) => {
   const dir = await tempDir(t);
   const gid = (await stat(dir)).gid;
   await chmod(dir, 0o2550);
-  assert.equal(await requiresPermissionChange(dir, gid, true), false);
-  assert.equal(await requiresPermissionChange(dir, gid, false), true);
-  assert.equal(await requiresPermissionChange(join(dir, 'missing'), gid, true), true);
+  assert.equal(await requiresPermissionChange(dir, gid, true, nodeFsOps()), false);
+  assert.equal(await requiresPermissionChange(dir, gid, false, nodeFsOps()), true);
+  assert.equal(await requiresPermissionChange(join(dir, 'missing'), gid, true, nodeFsOps()), true);
 });

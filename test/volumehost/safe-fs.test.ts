@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { errnoCode } from '../../src/errno.ts';
 import { type FsOps, nodeFsOps } from '../../src/volumehost/fs.ts';
-import { createSafeFs, relativeBeneath, UnsafePathError } from '../../src/volumehost/safe-fs.ts';
+import { createSafeFs, relativeBeneath, type SafeFs, UnsafePathError } from '../../src/volumehost/safe-fs.ts';
 import { mountTest, tempDir } from '../helpers/mountns.ts';
 import { precious, startSwapper } from '../helpers/swapper.ts';
 import { scratchDir, sh } from '../mount/helpers.ts';
@@ -221,39 +221,49 @@ test('withHeldDirs: later walks of one operation start from the directories earl
   const sfs = createSafeFs(fs);
   await mkdir(join(root, 'pods/u/volumes/plugin/vol'), { recursive: true });
   const fdsBefore = openFds();
-  await sfs.withHeldDirs(async () => {
-    await sfs.mkdirAllBeneath(root, 'pods/u/volumes/plugin/vol');
+  await sfs.withHeldDirs(async (op) => {
+    await op.mkdirAllBeneath(root, 'pods/u/volumes/plugin/vol');
     const first = fs.opens;
     assert.equal(first, 6, 'the root and five components');
-    await sfs.mkdirAllBeneath(root, 'pods/u/volumes/plugin/vol');
+    await op.mkdirAllBeneath(root, 'pods/u/volumes/plugin/vol');
     assert.equal(fs.opens, first, 'a second walk opens nothing');
     // Another root at a directory a walk reached uses it.
-    await sfs.mkdirAllBeneath(join(root, 'pods'), 'u/plugins/x');
+    await op.mkdirAllBeneath(join(root, 'pods'), 'u/plugins/x');
     assert.equal(fs.opens, first + 2, 'only the two new components');
     // The final component of a walk that may cross a mount there is never held.
-    await sfs.withDirBeneath(root, 'pods/u/volumes/plugin/vol', async () => {}, { crossMounts: 'last' });
+    await op.withDirBeneath(root, 'pods/u/volumes/plugin/vol', async () => {}, { crossMounts: 'last' });
     assert.equal(fs.opens, first + 3);
     // A removed directory is not held any more: the next walk re-creates it.
-    await sfs.removeAllBeneath(root, 'pods/u/volumes/plugin');
-    await sfs.withDirBeneath(root, 'pods/u/volumes', (d) => d.fs.mkdir(d.child('plugin'), 0o755));
+    await op.removeAllBeneath(root, 'pods/u/volumes/plugin');
+    await op.withDirBeneath(root, 'pods/u/volumes', (d) => d.fs.mkdir(d.child('plugin'), 0o755));
     await symlink(outside, join(root, 'pods/u/volumes/plugin/vol'));
     // A component that was held but removed since is checked again: the symlink is refused.
-    await assert.rejects(sfs.mkdirAllBeneath(root, 'pods/u/volumes/plugin/vol/x'), isUnsafe('notDirectory'));
-    await sfs.removeContentsBeneath(root, 'pods/u/volumes');
-    await assert.rejects(sfs.openDirBeneath(root, 'pods/u/volumes/plugin'), (e) => errnoCode(e) === 'ENOENT');
+    await assert.rejects(op.mkdirAllBeneath(root, 'pods/u/volumes/plugin/vol/x'), isUnsafe('notDirectory'));
+    await op.removeContentsBeneath(root, 'pods/u/volumes');
+    await assert.rejects(op.openDirBeneath(root, 'pods/u/volumes/plugin'), (e) => errnoCode(e) === 'ENOENT');
     // A held directory is closed at the end of the operation, not by its walk's caller.
-    const d = await sfs.openDirBeneath(root, 'pods/u');
+    const d = await op.openDirBeneath(root, 'pods/u');
     await d.close();
     await writeFile(d.child('still-open'), 'x');
   });
   assert.deepEqual(await readdir(outside), [], 'nothing written through the symlink');
   assert.equal(readFileSync(join(root, 'pods/u/still-open'), 'utf8'), 'x');
   assert.equal(openFds(), fdsBefore, 'every held directory closed when the operation ended');
-  // Outside an operation nothing is held.
-  const before = fs.opens;
-  await sfs.mkdirAllBeneath(root, 'pods/u/volumes');
-  await sfs.mkdirAllBeneath(root, 'pods/u/volumes');
-  assert.equal(fs.opens, before + 8);
+  // Outside an operation nothing is held: not through the host's SafeFs while
+  // one runs, nor through the operation's once it has ended.
+  let opFs!: SafeFs;
+  await sfs.withHeldDirs(async (op) => {
+    opFs = op;
+    const before = fs.opens;
+    await sfs.mkdirAllBeneath(root, 'pods/u/volumes');
+    await sfs.mkdirAllBeneath(root, 'pods/u/volumes');
+    assert.equal(fs.opens, before + 8, 'the host SafeFs holds nothing during an operation');
+  });
+  const ended = fs.opens;
+  await opFs.mkdirAllBeneath(root, 'pods/u/volumes');
+  await opFs.mkdirAllBeneath(root, 'pods/u/volumes');
+  assert.equal(fs.opens, ended + 8, 'an ended operation holds nothing');
+  assert.equal(openFds(), fdsBefore);
 });
 
 test('withHeldDirs holds the walks of its own SafeFs only: another host is untouched by the operation', async (t) => {
@@ -263,11 +273,11 @@ test('withHeldDirs holds the walks of its own SafeFs only: another host is untou
   const other = countingFs(nodeFsOps({ openat2: false }));
   const sfs = createSafeFs(mine);
   const otherSfs = createSafeFs(other);
-  await sfs.withHeldDirs(async () => {
-    await sfs.mkdirAllBeneath(root, 'pods/u');
+  await sfs.withHeldDirs(async (op) => {
+    await op.mkdirAllBeneath(root, 'pods/u');
     await otherSfs.mkdirAllBeneath(root, 'pods/u');
     await otherSfs.mkdirAllBeneath(root, 'pods/u');
-    await sfs.mkdirAllBeneath(root, 'pods/u');
+    await op.mkdirAllBeneath(root, 'pods/u');
   });
   assert.equal(mine.opens, 3, 'the root and two components, once: the second walk reuses them');
   assert.equal(other.opens, 6, 'the other SafeFs opens everything every time');
@@ -277,12 +287,12 @@ test('withHeldDirs: a held directory is the one its walk checked, wherever it is
   const root = await tempDir(t);
   const outside = await tempDir(t);
   await mkdir(join(root, 'pods/u/volumes'), { recursive: true });
-  await withHeldDirs(async () => {
-    await mkdirAllBeneath(root, 'pods/u/volumes');
+  await withHeldDirs(async (op) => {
+    await op.mkdirAllBeneath(root, 'pods/u/volumes');
     // Swapped for a symlink to outside after the first walk: the held directory is the moved one.
     await rename(join(root, 'pods/u'), join(root, 'pods/moved'));
     await symlink(outside, join(root, 'pods/u'));
-    await mkdirAllBeneath(root, 'pods/u/volumes/v');
+    await op.mkdirAllBeneath(root, 'pods/u/volumes/v');
   });
   assert.deepEqual(await readdir(outside), [], 'nothing created through the symlink');
   assert.equal(lstatSync(join(root, 'pods/moved/volumes/v')).isDirectory(), true);
@@ -298,12 +308,12 @@ test('withHeldDirs: work scheduled from inside an operation that runs after it h
   const gate = new Promise<void>((r) => {
     go = r;
   });
-  await withHeldDirs(async () => {
-    await mkdirAllBeneath(root, 'pods/u');
-    // Inherits the operation's context (a timer, a kicked reconciler pass would too).
+  await withHeldDirs(async (op) => {
+    await op.mkdirAllBeneath(root, 'pods/u');
+    // Keeps the operation's SafeFs past its end (a timer, a kicked reconciler pass could).
     later = gate.then(async () => {
       const fdsBefore = openFds();
-      const d = await openDirBeneath(root, 'pods/u');
+      const d = await op.openDirBeneath(root, 'pods/u');
       await d.close();
       assert.equal(openFds(), fdsBefore, 'its directory was really closed');
     });

@@ -379,6 +379,19 @@ export function createPlanFs(o: PlanFsOptions): PlanFs {
       return mountOf(f.node)?.id ?? 0;
     },
     lstat: async (path) => statOf(existing(path, false, 'lstat')),
+    realpath: async (path) => pathOf(existing(path, true, 'realpath')),
+    async lstatBig(path) {
+      const n = existing(path, false, 'lstat');
+      const st = statOf(n);
+      // What the plan cannot know (hard links, blocks allocated) as a fresh filesystem would have it.
+      return {
+        dev: BigInt(st.dev),
+        ino: BigInt(st.ino),
+        nlink: 1n,
+        blocks: BigInt(Math.ceil(st.size / 4096) * 8),
+        isDirectory: st.isDirectory,
+      };
+    },
     stat: async (path) => statOf(existing(path, true, 'stat')),
     async access(path) {
       existing(path, true, 'access');

@@ -1,11 +1,10 @@
 // What `podvol plan` runs the plugins against: a VolumeHost like the daemon's
-// whose mounter is the fake one (its table starts as this host's, read from
-// /proc/self/mountinfo) and whose filesystem is the recording overlay of
-// plan-fs.ts. Every mount, unmount and filesystem change is reported to
-// `record`; nothing reaches the host.
+// whose mounter is the recording one of plan-mounter.ts (its table starts as
+// this host's, read from /proc/self/mountinfo) and whose filesystem is the
+// recording overlay of plan-fs.ts. Every mount, unmount and filesystem change
+// is reported to `record`; nothing reaches the host.
 import { resolve } from 'node:path';
 import type { V1ConfigMap, V1Pod, V1Secret } from '@kubernetes/client-node';
-import { FakeMounter } from '../../mount/fake.ts';
 import { readMountInfo } from '../../mount/mountinfo.ts';
 import type * as mount from '../../mount/types.ts';
 import { probeVolumePlugins } from '../../plugins/index.ts';
@@ -14,14 +13,10 @@ import { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import { type DriverStep, planCSIPlugin } from './plan-csi.ts';
 import { createPlanFs, type FsStep, type PlanFs } from './plan-fs.ts';
+import { createPlanMounter, type MountStep } from './plan-mounter.ts';
 
 /** A host operation as the plan reports it, before it is labelled with its pod and volume. */
-export type HostStep =
-  | FsStep
-  | DriverStep
-  | { action: 'mount'; path: string; detail: string }
-  | { action: 'umount'; path: string }
-  | { action: 'fetch'; detail: string };
+export type HostStep = FsStep | DriverStep | MountStep | { action: 'fetch'; detail: string };
 
 export interface PlanContext {
   /** Absolute, as the daemon resolves it. */
@@ -52,39 +47,6 @@ export interface PlanContextOptions {
   umask?: number;
   /** --host-root of the daemon: where hostPaths are (default /). */
   hostRoot?: string;
-}
-
-/** mount(8) arguments before the target, as the daemon's LinuxMounter passes them. */
-const mountDetail = (source: string, fstype: string, options: string[]) =>
-  `-t ${fstype}${options.length > 0 ? ` -o ${options.join(',')}` : ''} ${source}`;
-
-/** The fake mounter, reporting every change and keeping the recording filesystem's mounts in step. */
-function recordingMounter(fake: FakeMounter, fs: PlanFs, record: (s: HostStep) => void): mount.Interface {
-  const unmounted = (target: string, outcome: mount.UnmountOutcome) => {
-    if (outcome === 'not-mounted') return outcome;
-    fs.unmounted(target);
-    record({ action: 'umount', path: resolve(target) });
-    return outcome;
-  };
-  return {
-    async mount(source, target, fstype, options, call) {
-      // mount(8) needs the mount point, as the fake checks on a real filesystem.
-      await fs.stat(target);
-      await fake.mount(source, target, fstype, options, call);
-      fs.mounted(target, fstype, options);
-      record({ action: 'mount', path: resolve(target), detail: mountDetail(source, fstype, options) });
-    },
-    unmount: async (target) => unmounted(target, await fake.unmount(target)),
-    unmountWithForce: async (target, timeoutMs) =>
-      unmounted(target, await fake.unmountWithForce(target, timeoutMs)),
-    async isLikelyNotMountPoint(path) {
-      if ((await fs.lstat(path)).isSymbolicLink()) return true;
-      return fake.isLikelyNotMountPoint(path);
-    },
-    isMountPoint: (path) => fake.isMountPoint(path),
-    list: () => fake.list(),
-    getMountRefs: (path) => fake.getMountRefs(path),
-  };
 }
 
 /** API objects that exist, with a placeholder for every key a pod names (or one `<key>` file). */
@@ -177,12 +139,11 @@ export async function createPlanContext(
 ): Promise<PlanContext> {
   const rootDir = resolve(o.rootDir);
   const pluginMgr = new VolumePluginMgr();
-  // Read only: the plan's mounts start from this host's table, so paths under existing mounts are judged right.
-  const fake = new FakeMounter({ mounts: await readMountInfo(), useFileSystem: false });
   const sink = { onStep(_: HostStep) {} };
   const record = (s: HostStep) => sink.onStep(s);
-  const fs = createPlanFs({ mounts: () => fake.table(), umask: o.umask, record });
-  const mounter = recordingMounter(fake, fs, record);
+  // Read only: the plan's mounts start from this host's table, so paths under existing mounts are judged right.
+  const mounter = createPlanMounter({ mounts: await readMountInfo(), fs: () => fs, record });
+  const fs = createPlanFs({ mounts: () => mounter.table(), umask: o.umask, record });
   const placeholders = new Map<string, string>();
   const api = o.api === 'standalone' ? {} : placeholderApi(pods, placeholders, record);
   const allocatable = o.allocatable;

@@ -173,7 +173,7 @@ export async function makeMounts(
           // A hostPath is the host's path: podvol in a container sees it under --host-root.
           volumePath:
             vol.pluginName === 'kubernetes.io/host-path'
-              ? await resolveInRoot(o.host.getHostRoot?.() ?? '/', source)
+              ? await resolveInRoot(o.host.getHostRoot?.() ?? '/', source, o.host.getFs().ops)
               : source,
           containerName: container.name,
           index: i,

@@ -6,6 +6,7 @@ import type { Logger } from '../../logger.ts';
 import type * as mount from '../../mount/types.ts';
 import type { VolumeReason } from '../../reasons.ts';
 import type { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
+import type { SafeFs } from '../../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import type { ActualStateOfWorld, MountedVolume } from './actual-state.ts';
 import type { DesiredStateOfWorld, VolumeToMount } from './desired-state.ts';
@@ -76,7 +77,7 @@ export interface VolumeManagerContext {
    */
   heldPod?: (uid: string) => Terminating | undefined;
   /** kubelet's subpather.CleanSubPaths: a volume's subPath bind mounts go before the volume. */
-  cleanSubPaths?: (podUID: string, innerName: string) => Promise<void>;
+  cleanSubPaths?: (podUID: string, innerName: string, fs: SafeFs) => Promise<void>;
 }
 
 /**

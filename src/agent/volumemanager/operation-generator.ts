@@ -6,7 +6,7 @@ import { UNRESPONSIVE_AFTER_MS } from '../../mount/deadline-stat.ts';
 import { nodeAffinityMismatch } from '../../plugins/util/node-affinity.ts';
 import type { VolumeReason } from '../../reasons.ts';
 import { podPluginsDir, podVolumesDir } from '../../volumehost/paths.ts';
-import { relativeBeneath } from '../../volumehost/safe-fs.ts';
+import { relativeBeneath, type SafeFs } from '../../volumehost/safe-fs.ts';
 import {
   type DeviceMountableVolumePlugin,
   isDeviceMountable,
@@ -104,8 +104,9 @@ export async function failIfUnresponsive(
 /**
  * kubelet's GenerateMountVolumeFunc: make the pod directories, write the
  * record, SetUp, record the result. One walk from the root to the pod's
- * directories for all of it (the host fs's withHeldDirs: its plugin's walks
- * go through the same SafeFs, VolumeHost.getFs).
+ * directories for all of it: the operation's held directories
+ * (SafeFs.withHeldDirs), whose SafeFs every step and the plugin's SetUp
+ * (MounterArgs.fs) walk through.
  */
 export function mountVolume(
   ctx: OperationContext,
@@ -113,11 +114,12 @@ export function mountVolume(
   pod: V1Pod,
   prev: MountedVolume | undefined,
 ): Promise<void> {
-  return ctx.host.getFs().withHeldDirs(() => mountVolumeSteps(ctx, d, pod, prev));
+  return ctx.host.getFs().withHeldDirs((fs) => mountVolumeSteps(ctx, fs, d, pod, prev));
 }
 
 async function mountVolumeSteps(
   ctx: OperationContext,
+  fs: SafeFs,
   d: VolumeToMount,
   pod: V1Pod,
   prev: MountedVolume | undefined,
@@ -168,7 +170,6 @@ async function mountVolumeSteps(
     const plugin = pluginMgr.findPluginByName(pluginName);
     const mounter = plugin.newMounter(spec, pod);
     // Owned first (see records.ts), then kubelet's makePodDataDirs: the pod, volumes and plugins directories, 0750.
-    const fs = host.getFs();
     await markPodOwned(fs, rootDir, d.podUID);
     await fs.mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podVolumesDir(rootDir, d.podUID)), 0o750);
     await fs.mkdirAllBeneath(rootDir, relativeBeneath(rootDir, podPluginsDir(rootDir, d.podUID)), 0o750);
@@ -198,7 +199,7 @@ async function mountVolumeSteps(
     // gone): SetUp would wait on it for ever and hold a thread of the daemon.
     if (prev?.state === 'uncertain' && d.path) await failIfUnresponsive(ctx, d.path);
     if (isDeviceMountable(plugin)) await mountDevice(asw, plugin, spec, pod);
-    await mounter.setUp(mounterArgsFor(pod));
+    await mounter.setUp({ ...mounterArgsFor(pod), fs });
   } catch (err) {
     // A mounted volume stays as it was and is refreshed again; whatever a first
     // SetUp left behind must be torn down if the pod goes away.
@@ -324,13 +325,14 @@ export async function forceUnmountUnresponsive(
 /**
  * kubelet's GenerateUnmountVolumeFunc: TearDown, then forget the volume and
  * its record. One walk from the root to the pod's directories for the subPath
- * clean-up, the TearDown and the record (the host fs's withHeldDirs).
+ * clean-up, the TearDown and the record (the operation's SafeFs.withHeldDirs,
+ * handed to each: UnmounterArgs.fs).
  */
 export function unmountVolume(ctx: OperationContext, v: MountedVolume): Promise<void> {
-  return ctx.host.getFs().withHeldDirs(() => unmountVolumeSteps(ctx, v));
+  return ctx.host.getFs().withHeldDirs((fs) => unmountVolumeSteps(ctx, fs, v));
 }
 
-async function unmountVolumeSteps(ctx: OperationContext, v: MountedVolume): Promise<void> {
+async function unmountVolumeSteps(ctx: OperationContext, fs: SafeFs, v: MountedVolume): Promise<void> {
   const { logger, pluginMgr, rootDir, asw, host } = ctx;
   const log = {
     pod: `${v.podNamespace}/${v.podName}`,
@@ -341,8 +343,8 @@ async function unmountVolumeSteps(ctx: OperationContext, v: MountedVolume): Prom
   const op = startOperation(ctx, v.pluginName, 'volume_unmount', log);
   try {
     await forceUnmountUnresponsive(ctx, v.path, log);
-    await ctx.cleanSubPaths?.(v.podUID, v.innerName);
-    await pluginMgr.findPluginByName(v.pluginName).newUnmounter(v.innerName, v.podUID).tearDown();
+    await ctx.cleanSubPaths?.(v.podUID, v.innerName, fs);
+    await pluginMgr.findPluginByName(v.pluginName).newUnmounter(v.innerName, v.podUID).tearDown({ fs });
   } catch (err) {
     asw.markVolumeMountAsUncertain(v);
     const { message } = op.failed(err, 'UnmountFailed', 'UnmountVolume.TearDown failed');
@@ -362,7 +364,7 @@ async function unmountVolumeSteps(ctx: OperationContext, v: MountedVolume): Prom
   }
   const durationMs = op.succeeded();
   asw.markVolumeAsUnmounted(v.key);
-  await removeRecord(host.getFs(), rootDir, v.podUID, v.pluginName, v.volumeName);
+  await removeRecord(fs, rootDir, v.podUID, v.pluginName, v.volumeName);
   logger.info({ ...log, durationMs }, 'UnmountVolume.TearDown succeeded');
 }
 

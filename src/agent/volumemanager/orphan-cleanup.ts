@@ -48,8 +48,8 @@ export async function cleanupOrphanedPodDirs(
   housekeepingErrors: Map<string, string>,
 ): Promise<void> {
   const { rootDir, logger, dsw, mounter } = ctx;
-  const podDirs = new Set(await readdirOrEmpty(podsDir(rootDir)));
-  for (const uid of await readdirOrEmpty(podVolumeRecordsRoot(rootDir))) {
+  const podDirs = new Set(await readdirOrEmpty(ctx, podsDir(rootDir)));
+  for (const uid of await readdirOrEmpty(ctx, podVolumeRecordsRoot(rootDir))) {
     // Records never hold a mount; once their pod directory is gone they describe nothing.
     if (!podDirs.has(uid) && !dsw.pod(uid) && !podHasVolumes(ctx, uid)) {
       await ctx.host
@@ -58,7 +58,7 @@ export async function cleanupOrphanedPodDirs(
     }
   }
   const orphans: string[] = [];
-  for (const uid of await readdirOrEmpty(podsDir(rootDir))) {
+  for (const uid of await readdirOrEmpty(ctx, podsDir(rootDir))) {
     if (dsw.pod(uid) || podHasVolumes(ctx, uid)) {
       housekeepingErrors.delete(uid);
       continue;

@@ -1,7 +1,6 @@
 // kubelet's reconstruction: after a restart, the volumes of pods/*/volumes are
 // rebuilt into the actual state (from podvol's records where they exist, from the
 // plugin's constructVolumeSpec otherwise) as 'uncertain', so nothing is lost or leaked.
-import { readdir } from 'node:fs/promises';
 import { errnoCode, errorMessage } from '../../errno.ts';
 import { cleanupMountPoint } from '../../mount/cleanup.ts';
 import {
@@ -38,7 +37,7 @@ const RECONSTRUCT_CONCURRENCY = 16;
  * in the order of the pod directories.
  */
 export async function reconstructVolumes(ctx: VolumeManagerContext): Promise<FailedReconstruction[]> {
-  const uids = await readdirOrEmpty(podsDir(ctx.rootDir));
+  const uids = await readdirOrEmpty(ctx, podsDir(ctx.rootDir));
   const failed: FailedReconstruction[][] = uids.map(() => []);
   let next = 0;
   const worker = async () => {
@@ -87,9 +86,9 @@ async function reconstructPod(ctx: VolumeManagerContext, uid: string): Promise<F
     );
     return failed;
   }
-  for (const escaped of await readdirOrEmpty(podVolumesDir(root, uid))) {
+  for (const escaped of await readdirOrEmpty(ctx, podVolumesDir(root, uid))) {
     const pluginName = unescapeQualifiedName(escaped);
-    for (const volumeName of await readdirOrEmpty(`${podVolumesDir(root, uid)}/${escaped}`)) {
+    for (const volumeName of await readdirOrEmpty(ctx, `${podVolumesDir(root, uid)}/${escaped}`)) {
       if (!(await reconstructVolume(ctx, uid, pluginName, volumeName))) {
         const dir = `${podVolumesDir(root, uid)}/${escaped}/${volumeName}`;
         failed.push({ podUID: uid, pluginName, innerName: volumeName, dir });
@@ -229,10 +228,13 @@ export function adoptReconstructedVolumes(ctx: VolumeManagerContext): void {
   }
 }
 
-/** readdir, with a missing directory (or a file in its place) read as empty. */
-export async function readdirOrEmpty(dir: string): Promise<string[]> {
+/** readdir through the volume host's fs, with a missing directory (or a file in its place) read as empty. */
+export async function readdirOrEmpty(
+  ctx: Pick<VolumeManagerContext, 'host'>,
+  dir: string,
+): Promise<string[]> {
   try {
-    return await readdir(dir);
+    return await ctx.host.getFs().ops.readdir(dir);
   } catch (err) {
     if (errnoCode(err) === 'ENOENT' || errnoCode(err) === 'ENOTDIR') return [];
     throw err;

@@ -11,6 +11,7 @@ import type { Logger } from '../../logger.ts';
 import type * as mount from '../../mount/types.ts';
 import type { ClaimLookup } from '../../volumehost/kube/claims.ts';
 import type { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
+import type { SafeFs } from '../../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import { ActualStateOfWorld, type MountedVolume } from './actual-state.ts';
 import {
@@ -75,7 +76,7 @@ export interface VolumeManagerOptions {
   /** See VolumeManagerContext: the runtime contract's hold on pods no longer desired. */
   heldPod?: (uid: string) => Terminating | undefined;
   /** See VolumeManagerContext: subPath mounts removed before their volume. */
-  cleanSubPaths?: (podUID: string, innerName: string) => Promise<void>;
+  cleanSubPaths?: (podUID: string, innerName: string, fs: SafeFs) => Promise<void>;
 }
 
 const noMetrics: VolumeManagerMetrics = {

@@ -164,7 +164,7 @@ export class EmptyDirStats {
       }
       let usedBytes: number;
       try {
-        usedBytes = Number((await diskUsage(v.path)).bytes);
+        usedBytes = Number((await diskUsage(host.getFs(), v.path)).bytes);
       } catch (err) {
         logger.warn(
           { podUID: v.podUID, volume: v.volumeName, err: errorMessage(err) },

@@ -10,8 +10,8 @@
 import { randomBytes } from 'node:crypto';
 import { join, posix } from 'node:path';
 import { errnoCode, errorMessage } from '../../errno.ts';
-import { type FsOps, nodeFsOps, O_CREAT, O_NOFOLLOW, O_TRUNC, O_WRONLY } from '../../volumehost/fs.ts';
-import { createSafeFs, type SafeDir } from '../../volumehost/safe-fs.ts';
+import { type FsOps, O_CREAT, O_NOFOLLOW, O_TRUNC, O_WRONLY, pathsBelow } from '../../volumehost/fs.ts';
+import { createSafeFs, SafeDir } from '../../volumehost/safe-fs.ts';
 
 export interface FileProjection {
   data: Uint8Array | string;
@@ -103,35 +103,12 @@ async function readlinkOrEmpty(fs: FsOps, p: string): Promise<string> {
   }
 }
 
-// Every path below root, relative to it, without following symlinks; unreadable
-// parts are skipped, as kubelet's Walk visitor ignores errors.
-async function walkRelative(
-  fs: FsOps,
-  root: string,
-  rel = '',
-  out = new Set<string>(),
-): Promise<Set<string>> {
-  let names: string[];
-  try {
-    names = await fs.readdir(join(root, rel));
-  } catch {
-    return out;
-  }
-  for (const name of names) {
-    const p = rel ? `${rel}/${name}` : name;
-    out.add(p);
-    const st = await fs.lstat(join(root, p)).catch(() => undefined);
-    if (st?.isDirectory()) await walkRelative(fs, root, p, out);
-  }
-  return out;
-}
-
 async function pathsToRemove(
   fs: FsOps,
   payload: Map<string, CleanFile>,
   oldTsPath: string,
 ): Promise<Set<string>> {
-  const current = await walkRelative(fs, oldTsPath);
+  const current = new Set((await pathsBelow(fs, oldTsPath)).map((e) => e.rel));
   // Keep every payload path and all its parents, so non-empty dirs are never candidates.
   const keep = new Set<string>();
   for (const file of payload.keys()) {
@@ -260,16 +237,18 @@ async function removeUserVisiblePaths(fs: FsOps, targetDir: string, paths: Set<s
  * a rewrite, as in kubelet.
  */
 export async function writeAtomically(
-  target: string | SafeDir,
+  target: SafeDir | { fs: FsOps; path: string },
   payload: Payload,
   opts: WriteOptions = {},
 ): Promise<{ changed: boolean }> {
   const ctx = opts.logContext ?? '';
   // An open SafeDir (the volume, opened without following symlinks) is worked in
-  // through its /proc/self/fd path; messages name the real path.
-  const targetDir = typeof target === 'string' ? target : target.procPath;
-  const shownDir = typeof target === 'string' ? target : target.path;
-  const fs = typeof target === 'string' ? nodeFsOps() : target.fs;
+  // through its /proc/self/fd path (and is the root of the removals below);
+  // messages name the real path. A path with its fs is for tests.
+  const root = target instanceof SafeDir ? target : target.path;
+  const targetDir = target instanceof SafeDir ? target.procPath : target.path;
+  const shownDir = target.path;
+  const fs = target.fs;
   // Removals below the target, on its filesystem: the target is its root, so
   // no operation's held directories apply and a SafeFs of its own serves.
   const safe = createSafeFs(fs);
@@ -333,7 +312,7 @@ export async function writeAtomically(
       throw new AtomicWriteError(ctx, 'error creating new ts data directory', err);
     }
     const tsDirName = posix.basename(tsDir);
-    const discardTsDir = () => safe.removeAllBeneath(target, tsDirName).catch(() => {});
+    const discardTsDir = () => safe.removeAllBeneath(root, tsDirName).catch(() => {});
 
     // (6) payload, (7) ownership hook
     try {
@@ -399,7 +378,7 @@ export async function writeAtomically(
   // (12) the previous ts dir
   if (oldTsDir !== '') {
     try {
-      await safe.removeAllBeneath(target, oldTsDir);
+      await safe.removeAllBeneath(root, oldTsDir);
     } catch (err) {
       throw new AtomicWriteError(ctx, `error removing old data directory ${oldTsDir}`, err);
     }

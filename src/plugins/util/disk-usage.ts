@@ -4,10 +4,9 @@
 // once, never following a symlink or descending into another mount. The walk
 // goes through directory fds (safe-fs), so a container swapping a symlink in
 // for a directory it owns cannot send the walk elsewhere on the host.
-import type { BigIntStats } from 'node:fs';
-import { lstat, readdir, stat } from 'node:fs/promises';
 import { errnoCode, errorMessage } from '../../errno.ts';
-import { SafeDir } from '../../volumehost/safe-fs.ts';
+import type { FsBigStats } from '../../volumehost/fs.ts';
+import type { SafeDir, SafeFs } from '../../volumehost/safe-fs.ts';
 
 export interface UsageInfo {
   bytes: bigint;
@@ -22,10 +21,11 @@ const gone = (err: unknown) => {
   return code === 'ENOENT' || code === 'ENOTDIR';
 };
 
-export async function diskUsage(root: string): Promise<UsageInfo> {
+/** The usage of the tree at `root`, read through `fs` (the volume host's, VolumeHost.getFs). */
+export async function diskUsage(fs: SafeFs, root: string): Promise<UsageInfo> {
   const usage: UsageInfo = { bytes: 0n, inodes: 0 };
   const seen = new Set<bigint>();
-  const count = (st: BigIntStats) => {
+  const count = (st: FsBigStats) => {
     if (st.nlink > 1n) {
       if (seen.has(st.ino)) return;
       seen.add(st.ino);
@@ -33,20 +33,22 @@ export async function diskUsage(root: string): Promise<UsageInfo> {
     usage.bytes += st.blocks * 512n;
     usage.inodes++;
   };
-  const top = await SafeDir.openRoot(root);
+  // `<procPath>/.`: the open directory itself (the magic link is followed
+  // to it and `.` is its own entry), where an lstat of the bare /proc/self/fd/<n> is the link.
+  const self = (dir: SafeDir) => fs.ops.lstatBig(`${dir.procPath}/.`);
+  const top = await fs.openRoot(root);
   try {
-    // stat, not lstat: /proc/self/fd/<n> is a link to the open directory itself.
-    const dev = (await stat(top.procPath, { bigint: true })).dev;
+    const dev = (await self(top)).dev;
     const walk = async (dir: SafeDir): Promise<void> => {
-      count(await stat(dir.procPath, { bigint: true }));
-      const names = await readdir(dir.procPath);
+      count(await self(dir));
+      const names = await dir.fs.readdir(dir.procPath);
       const subdirs: string[] = [];
       let next = 0;
       const worker = async () => {
         for (let name = names[next++]; name !== undefined; name = names[next++]) {
-          let st: BigIntStats;
+          let st: FsBigStats;
           try {
-            st = await lstat(dir.child(name), { bigint: true });
+            st = await dir.fs.lstatBig(dir.child(name));
           } catch (err) {
             // Deleted after its parent was read: kubelet ignores it too.
             if (gone(err)) continue;

@@ -8,12 +8,12 @@ import { test } from 'node:test';
 import { failingVolumes, planManifest } from '../../../src/agent/ops/plan.ts';
 import { planCSIPlugin } from '../../../src/agent/ops/plan-csi.ts';
 import { stepLine } from '../../../src/agent/ops/plan-format.ts';
-import { FakeMounter } from '../../../src/mount/fake.ts';
 import { readMountInfo } from '../../../src/mount/mountinfo.ts';
 import { kernelSupportsTmpfsNoswap } from '../../../src/mount/probe.ts';
 import type { MountInfo } from '../../../src/mount/types.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
 import { VolumePluginMgr } from '../../../src/volumehost/plugin-manager.ts';
+import { FakeMounter } from '../../helpers/fake-mounter.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
 import { runCli } from './cli.ts';
 

@@ -8,11 +8,12 @@ import type { V1Pod, V1Volume } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { VolumeManager, type VolumeManagerOptions } from '../../../src/agent/volumemanager/volume-manager.ts';
 import type { Clock } from '../../../src/clock.ts';
-import { FakeMounter } from '../../../src/mount/fake.ts';
 import { probeVolumePlugins } from '../../../src/plugins/index.ts';
+import type { FsOps } from '../../../src/volumehost/fs.ts';
 import { createVolumeHost } from '../../../src/volumehost/host.ts';
 import { VolumePluginMgr } from '../../../src/volumehost/plugin-manager.ts';
 import type { EventRecorder } from '../../../src/volumehost/types.ts';
+import { FakeMounter } from '../../helpers/fake-mounter.ts';
 import { podWith } from '../../helpers/pods.ts';
 
 /** Pod p-<uid> of namespace default whose container mounts every volume at /<name>. */
@@ -41,6 +42,8 @@ export async function harness(
     mounter?: FakeMounter;
     /** The manager's clock: its time and, once started, its loop's timer (default the system's). */
     clock?: Clock;
+    /** The filesystem the host hands plugins and the operations (default the host's). */
+    fs?: FsOps;
   } = {},
 ) {
   const root = opts.root ?? (await mkdtemp(join(tmpdir(), 'podvol-vm-')));
@@ -53,6 +56,7 @@ export async function harness(
     nodeName: 'n',
     mounter,
     pluginMgr,
+    fs: opts.fs,
     cluster: { eventRecorder: { eventf: (...e) => events.push(e) } },
   });
   pluginMgr.initPlugins(probeVolumePlugins(), host);

@@ -8,8 +8,10 @@ import {
   validatePayloadPath,
   writeAtomically,
 } from '../../../src/plugins/util/atomic-writer.ts';
+import { nodeFsOps } from '../../../src/volumehost/fs.ts';
 import { tempDir } from '../../helpers/mountns.ts';
 
+const hostFs = nodeFsOps();
 const TS_DIR = /^\.\.\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}\.\d+$/;
 
 async function tsDirs(dir: string): Promise<string[]> {
@@ -36,7 +38,7 @@ describe('writeAtomically layout', () => {
     const dir = await volume(t);
     const now = () => new Date(Date.UTC(2024, 4, 1, 10, 0, 0));
     const res = await writeAtomically(
-      dir,
+      { fs: hostFs, path: dir },
       { key1: file('one'), 'conf/app.yaml': file('a: 1'), 'a/b/c': file('deep') },
       { now },
     );
@@ -64,7 +66,7 @@ describe('writeAtomically layout', () => {
     const old = process.umask(0o077);
     t.after(() => process.umask(old));
     await writeAtomically(
-      dir,
+      { fs: hostFs, path: dir },
       new Map([
         ['ro', file('x', 0o400)],
         ['rw', file('x', 0o644)],
@@ -82,7 +84,7 @@ describe('writeAtomically layout', () => {
   test('binary data is written byte for byte', async (t) => {
     const dir = await volume(t);
     const bytes = new Uint8Array([0, 255, 10, 13, 128]);
-    await writeAtomically(dir, { bin: { data: bytes, mode: 0o644 } });
+    await writeAtomically({ fs: hostFs, path: dir }, { bin: { data: bytes, mode: 0o644 } });
     assert.deepEqual(new Uint8Array(await readFile(join(dir, 'bin'))), bytes);
   });
 
@@ -90,7 +92,7 @@ describe('writeAtomically layout', () => {
     skip: process.getuid?.() !== 0 && 'needs root',
   }, async (t) => {
     const dir = await volume(t);
-    await writeAtomically(dir, { token: { data: 't', mode: 0o600, fsUser: 4321 } });
+    await writeAtomically({ fs: hostFs, path: dir }, { token: { data: 't', mode: 0o600, fsUser: 4321 } });
     const st = await stat(join(dir, 'token'));
     assert.equal(st.uid, 4321);
     assert.equal(st.gid, process.getgid?.());
@@ -99,7 +101,11 @@ describe('writeAtomically layout', () => {
   test('a missing target directory is an error', async (t) => {
     const dir = await volume(t);
     await assert.rejects(
-      writeAtomically(join(dir, 'nope'), { a: file('x') }, { logContext: 'pod ns/p volume v' }),
+      writeAtomically(
+        { fs: hostFs, path: join(dir, 'nope') },
+        { a: file('x') },
+        { logContext: 'pod ns/p volume v' },
+      ),
       {
         message: `pod ns/p volume v: target directory ${join(dir, 'nope')} does not exist: ENOENT: no such file or directory, stat '${join(dir, 'nope')}'`,
       },
@@ -111,11 +117,11 @@ describe('writeAtomically updates', () => {
   test('identical content is not rewritten', async (t) => {
     const dir = await volume(t);
     const payload: Payload = { a: file('1'), 'd/b': file('2') };
-    await writeAtomically(dir, payload);
+    await writeAtomically({ fs: hostFs, path: dir }, payload);
     const [ts] = await tsDirs(dir);
     assert.ok(ts !== undefined, 'a timestamped directory');
     const ino = (await stat(join(dir, ts))).ino;
-    assert.deepEqual(await writeAtomically(dir, payload), { changed: false });
+    assert.deepEqual(await writeAtomically({ fs: hostFs, path: dir }, payload), { changed: false });
     assert.deepEqual(await tsDirs(dir), [ts]);
     assert.equal((await stat(join(dir, ts))).ino, ino);
     assert.equal(await readlink(join(dir, '..data')), ts);
@@ -123,19 +129,23 @@ describe('writeAtomically updates', () => {
 
   test('a mode-only change does not trigger a rewrite (as in kubelet)', async (t) => {
     const dir = await volume(t);
-    await writeAtomically(dir, { a: file('1', 0o644) });
-    assert.deepEqual(await writeAtomically(dir, { a: file('1', 0o600) }), { changed: false });
+    await writeAtomically({ fs: hostFs, path: dir }, { a: file('1', 0o644) });
+    assert.deepEqual(await writeAtomically({ fs: hostFs, path: dir }, { a: file('1', 0o600) }), {
+      changed: false,
+    });
     assert.equal((await stat(join(dir, 'a'))).mode & 0o777, 0o644);
   });
 
   test('missing user-visible links are recreated even without a rewrite (k/k #121472)', async (t) => {
     const dir = await volume(t);
-    await writeAtomically(dir, { a: file('1'), 'd/b': file('2') });
+    await writeAtomically({ fs: hostFs, path: dir }, { a: file('1'), 'd/b': file('2') });
     const [ts] = await tsDirs(dir);
     assert.ok(ts !== undefined, 'a timestamped directory');
     await rm(join(dir, 'a'));
     await rm(join(dir, 'd'));
-    assert.deepEqual(await writeAtomically(dir, { a: file('1'), 'd/b': file('2') }), { changed: false });
+    assert.deepEqual(await writeAtomically({ fs: hostFs, path: dir }, { a: file('1'), 'd/b': file('2') }), {
+      changed: false,
+    });
     assert.deepEqual(await tsDirs(dir), [ts]);
     assert.equal(await readlink(join(dir, 'a')), '..data/a');
     assert.equal(await readFile(join(dir, 'd/b'), 'utf8'), '2');
@@ -143,9 +153,9 @@ describe('writeAtomically updates', () => {
 
   test('changed content goes to a new ts dir and the old one is removed', async (t) => {
     const dir = await volume(t);
-    await writeAtomically(dir, { a: file('1') });
+    await writeAtomically({ fs: hostFs, path: dir }, { a: file('1') });
     const [first] = await tsDirs(dir);
-    assert.deepEqual(await writeAtomically(dir, { a: file('2') }), { changed: true });
+    assert.deepEqual(await writeAtomically({ fs: hostFs, path: dir }, { a: file('2') }), { changed: true });
     const [second, ...rest] = await tsDirs(dir);
     assert.deepEqual(rest, []);
     assert.notEqual(second, first);
@@ -155,14 +165,19 @@ describe('writeAtomically updates', () => {
 
   test('removed keys are pruned at the top level only', async (t) => {
     const dir = await volume(t);
-    await writeAtomically(dir, {
-      a: file('1'),
-      b: file('2'),
-      'dir/x': file('3'),
-      'dir/y': file('4'),
-      'gone/z': file('5'),
+    await writeAtomically(
+      { fs: hostFs, path: dir },
+      {
+        a: file('1'),
+        b: file('2'),
+        'dir/x': file('3'),
+        'dir/y': file('4'),
+        'gone/z': file('5'),
+      },
+    );
+    assert.deepEqual(await writeAtomically({ fs: hostFs, path: dir }, { a: file('1'), 'dir/x': file('3') }), {
+      changed: true,
     });
-    assert.deepEqual(await writeAtomically(dir, { a: file('1'), 'dir/x': file('3') }), { changed: true });
     assert.deepEqual(await visible(dir), ['a', 'dir']);
     const [ts] = await tsDirs(dir);
     assert.ok(ts !== undefined, 'a timestamped directory');
@@ -174,25 +189,25 @@ describe('writeAtomically updates', () => {
 
   test('an emptied payload prunes everything', async (t) => {
     const dir = await volume(t);
-    await writeAtomically(dir, { a: file('1'), 'b/c': file('2') });
-    assert.deepEqual(await writeAtomically(dir, {}), { changed: true });
+    await writeAtomically({ fs: hostFs, path: dir }, { a: file('1'), 'b/c': file('2') });
+    assert.deepEqual(await writeAtomically({ fs: hostFs, path: dir }, {}), { changed: true });
     assert.deepEqual(await visible(dir), []);
     assert.equal((await tsDirs(dir)).length, 1);
   });
 
   test('a file can become a directory', async (t) => {
     const dir = await volume(t);
-    await writeAtomically(dir, { a: file('1') });
-    await writeAtomically(dir, { 'a/b': file('2') });
+    await writeAtomically({ fs: hostFs, path: dir }, { a: file('1') });
+    await writeAtomically({ fs: hostFs, path: dir }, { 'a/b': file('2') });
     assert.equal(await readFile(join(dir, 'a/b'), 'utf8'), '2');
   });
 
   test('setPerms sees the new ts dir before it is published', async (t) => {
     const dir = await volume(t);
-    await writeAtomically(dir, { a: file('1') });
+    await writeAtomically({ fs: hostFs, path: dir }, { a: file('1') });
     const calls: string[] = [];
     await writeAtomically(
-      dir,
+      { fs: hostFs, path: dir },
       { a: file('2') },
       {
         setPerms: async (tsDirName) => {
@@ -208,12 +223,12 @@ describe('writeAtomically updates', () => {
 
   test('a failing setPerms publishes nothing and leaves no ts dir behind', async (t) => {
     const dir = await volume(t);
-    await writeAtomically(dir, { a: file('1') });
+    await writeAtomically({ fs: hostFs, path: dir }, { a: file('1') });
     const [ts] = await tsDirs(dir);
     assert.ok(ts !== undefined, 'a timestamped directory');
     await assert.rejects(
       writeAtomically(
-        dir,
+        { fs: hostFs, path: dir },
         { a: file('2') },
         { logContext: 'ctx', setPerms: async () => Promise.reject(new Error('boom')) },
       ),
@@ -225,9 +240,9 @@ describe('writeAtomically updates', () => {
 
   test('a ..data_tmp left by a crash does not block the next write', async (t) => {
     const dir = await volume(t);
-    await writeAtomically(dir, { a: file('1') });
+    await writeAtomically({ fs: hostFs, path: dir }, { a: file('1') });
     await symlink('..2020_01_01_00_00_00.1', join(dir, '..data_tmp'));
-    await writeAtomically(dir, { a: file('2') });
+    await writeAtomically({ fs: hostFs, path: dir }, { a: file('2') });
     assert.equal(await readFile(join(dir, 'a'), 'utf8'), '2');
     await assert.rejects(lstat(join(dir, '..data_tmp')), { code: 'ENOENT' });
   });
@@ -238,7 +253,7 @@ describe('writeAtomically updates', () => {
     await writeFile(join(dir, '../outside/keep'), 'x');
     await symlink('../outside', join(dir, '..data'));
     await assert.rejects(
-      writeAtomically(dir, { a: file('1') }),
+      writeAtomically({ fs: hostFs, path: dir }, { a: file('1') }),
       /points to unexpected target "\.\.\/outside"/,
     );
     assert.equal(await readFile(join(dir, '../outside/keep'), 'utf8'), 'x');
@@ -261,7 +276,7 @@ describe('payload path validation', () => {
     test(`rejects ${JSON.stringify(p.length > 40 ? `${p.slice(0, 40)}…` : p)}`, async (t) => {
       assert.throws(() => validatePayloadPath(p), { message });
       const dir = await volume(t);
-      await assert.rejects(writeAtomically(dir, { ok: file('1'), [p]: file('2') }), {
+      await assert.rejects(writeAtomically({ fs: hostFs, path: dir }, { ok: file('1'), [p]: file('2') }), {
         message: `invalid payload: ${message}`,
       });
       assert.deepEqual(await readdir(dir), []);
@@ -291,7 +306,7 @@ describe('concurrent readers', () => {
     const payload = (gen: number): Payload =>
       Object.fromEntries(files.map((f) => [f, file(`gen-${gen}\n${f}\n${padding}`)]));
     // The first write creates the user-visible links; readers start after it.
-    await writeAtomically(dir, payload(0));
+    await writeAtomically({ fs: hostFs, path: dir }, payload(0));
 
     const reader = fork(new URL('./fixtures/atomic-reader.ts', import.meta.url), [dir, ...files], {
       execArgv: [],
@@ -323,7 +338,7 @@ describe('concurrent readers', () => {
 
     const generations = 150;
     for (let gen = 1; gen <= generations; gen++) {
-      await writeAtomically(dir, payload(gen));
+      await writeAtomically({ fs: hostFs, path: dir }, payload(gen));
       // Keep writer and reader interleaved: each generation is observed before the next swap.
       await waitUntilSeen(gen);
     }

@@ -1,15 +1,16 @@
-// An in-memory Mounter for unit tests of the layers above. It keeps a mount
-// table, records every call, validates options like the real one, and can be
+// An in-memory Mounter for unit tests of the layers above (a test double: the
+// daemon never runs it, `podvol plan` has its own recording mounter). It keeps
+// a mount table (src/mount/memory-table.ts), records every call, validates options like the real one, and can be
 // told to fail for a given target. By default it also touches the real file
 // system the way the real mounter does (existence checks, removing the
 // directory in cleanupMountPoint), so plugin tests can use temp directories.
 import { lstat, realpath } from 'node:fs/promises';
-import { posix, resolve } from 'node:path';
-import { isCorruptedMountError, isNotExistError, mountPointMissing } from './errors.ts';
-import { isMountPointIn, mountContaining, mountPointMatches, searchMountRefs } from './mountinfo.ts';
-import { validateMountRequest } from './options.ts';
-import { UnsafeTargetError } from './target.ts';
-import type { Interface, MountCallOptions, MountInfo, UnmountOutcome } from './types.ts';
+import { resolve } from 'node:path';
+import { isCorruptedMountError, isNotExistError, mountPointMissing } from '../../src/mount/errors.ts';
+import { MemoryMountTable } from '../../src/mount/memory-table.ts';
+import { validateMountRequest } from '../../src/mount/options.ts';
+import { UnsafeTargetError } from '../../src/mount/target.ts';
+import type { Interface, MountCallOptions, MountInfo, UnmountOutcome } from '../../src/mount/types.ts';
 
 export type FakeMethod = keyof Interface;
 
@@ -43,22 +44,10 @@ interface InjectedError {
   methods: ReadonlySet<FakeMethod> | undefined;
 }
 
-const PER_MOUNT_FLAGS: ReadonlySet<string> = new Set([
-  'ro',
-  'rw',
-  'nosuid',
-  'nodev',
-  'noexec',
-  'noatime',
-  'relatime',
-  'nodiratime',
-]);
-
 export class FakeMounter implements Interface {
   /** Every call, in order. */
   readonly calls: FakeCall[] = [];
-  #mounts: MountInfo[] = [];
-  #nextId = 1000;
+  readonly #table: MemoryMountTable;
   readonly #useFs: boolean;
   readonly #validate: boolean;
   readonly #errors = new Map<string, InjectedError>();
@@ -67,35 +56,17 @@ export class FakeMounter implements Interface {
   constructor(opts: FakeMounterOptions = {}) {
     this.#useFs = opts.useFileSystem ?? true;
     this.#validate = opts.validateOptions ?? true;
-    for (const m of opts.mounts ?? []) this.addMount(m);
-    // New mounts get ids no initial entry has (a table copied from the host has large ones).
-    this.#nextId = Math.max(this.#nextId, ...this.#mounts.map((m) => m.id + 1));
+    this.#table = new MemoryMountTable(opts.mounts);
   }
 
   /** The table as it is now (not a copy: read it, do not change it). */
   table(): readonly MountInfo[] {
-    return this.#mounts;
+    return this.#table.entries();
   }
 
   /** Adds an entry to the table as if something else had mounted it. */
   addMount(m: Partial<MountInfo> & { mountPoint: string }): MountInfo {
-    const id = m.id ?? this.#nextId++;
-    const mountPoint = resolve(m.mountPoint);
-    const entry: MountInfo = {
-      id,
-      parentId: m.parentId ?? mountContaining(this.#mounts, mountPoint)?.id ?? 1,
-      major: m.major ?? 0,
-      minor: m.minor ?? id,
-      root: m.root ?? '/',
-      mountPoint,
-      mountOptions: m.mountOptions ?? ['rw'],
-      optionalFields: m.optionalFields ?? [],
-      fsType: m.fsType ?? 'tmpfs',
-      source: m.source ?? 'none',
-      superOptions: m.superOptions ?? ['rw'],
-    };
-    this.#mounts.push(entry);
-    return entry;
+    return this.#table.add(m);
   }
 
   /** Makes calls on `target` throw `error`: for the listed methods, or all of them. Persists until cleared. */
@@ -114,7 +85,7 @@ export class FakeMounter implements Interface {
 
   /** Is anything mounted exactly at `path` in the fake table? */
   isMounted(path: string): boolean {
-    return isMountPointIn(this.#mounts, resolve(path));
+    return this.#table.isMountPoint(path);
   }
 
   /** Calls of one method, typed. */
@@ -166,58 +137,19 @@ export class FakeMounter implements Interface {
         throw mountPointMissing(target);
       }
     }
-    const bind = options.includes('bind') || options.includes('rbind');
-    const flags = options.filter((o) => PER_MOUNT_FLAGS.has(o));
-    const mountOptions = flags.includes('ro')
-      ? flags.filter((o) => o !== 'rw')
-      : ['rw', ...flags.filter((o) => o !== 'rw')];
-    if (bind) {
-      // A bind shows the same filesystem and directory as its source, so getMountRefs finds it.
-      const src = resolve(source);
-      const own = mountContaining(this.#mounts, src);
-      const rel = own ? (own.mountPoint === '/' ? src : src.slice(own.mountPoint.length)) : '';
-      this.addMount({
-        mountPoint,
-        major: own?.major ?? 0,
-        minor: own?.minor ?? 1,
-        root: own ? posix.join(own.root, rel) : src,
-        fsType: own?.fsType ?? 'none',
-        source: own?.source ?? source,
-        mountOptions,
-        superOptions: own?.superOptions ?? ['rw'],
-      });
-      return;
-    }
-    this.addMount({
-      mountPoint,
-      fsType: fstype || 'none',
-      source,
-      mountOptions,
-      // Sensitive options are deliberately not stored.
-      superOptions: ['rw', ...options.filter((o) => !PER_MOUNT_FLAGS.has(o))],
-    });
-  }
-
-  #removeTop(target: string): boolean {
-    const path = resolve(target);
-    const i = this.#mounts.findLastIndex((m) => mountPointMatches(m, path));
-    if (i >= 0) {
-      this.#mounts.splice(i, 1);
-      return true;
-    }
-    return false;
+    this.#table.mount(source, mountPoint, fstype, options);
   }
 
   async unmount(target: string): Promise<UnmountOutcome> {
     this.calls.push({ method: 'unmount', target });
     this.#throwInjected(target, 'unmount');
-    return this.#removeTop(target) ? 'unmounted' : 'not-mounted';
+    return this.#table.unmount(target) ? 'unmounted' : 'not-mounted';
   }
 
   async unmountWithForce(target: string, timeoutMs: number): Promise<UnmountOutcome> {
     this.calls.push({ method: 'unmountWithForce', target, timeoutMs });
     this.#throwInjected(target, 'unmountWithForce');
-    if (!this.#removeTop(target)) return 'not-mounted';
+    if (!this.#table.unmount(target)) return 'not-mounted';
     return this.#outcomes.get(resolve(target)) ?? 'unmounted';
   }
 
@@ -225,24 +157,19 @@ export class FakeMounter implements Interface {
     this.calls.push({ method: 'isLikelyNotMountPoint', path });
     this.#throwInjected(path, 'isLikelyNotMountPoint');
     if (this.#useFs && (await lstat(path)).isSymbolicLink()) return true;
-    return !isMountPointIn(this.#mounts, resolve(path));
+    return !this.#table.isMountPoint(path);
   }
 
   async isMountPoint(path: string): Promise<boolean> {
     this.calls.push({ method: 'isMountPoint', path });
     this.#throwInjected(path, 'isMountPoint');
     const p = this.#useFs ? await realpath(path) : resolve(path);
-    return isMountPointIn(this.#mounts, p);
+    return this.#table.isMountPoint(p);
   }
 
   async list(): Promise<MountInfo[]> {
     this.calls.push({ method: 'list' });
-    return this.#mounts.map((m) => ({
-      ...m,
-      mountOptions: [...m.mountOptions],
-      optionalFields: [...m.optionalFields],
-      superOptions: [...m.superOptions],
-    }));
+    return this.#table.list();
   }
 
   async getMountRefs(path: string): Promise<string[]> {
@@ -261,6 +188,6 @@ export class FakeMounter implements Interface {
         throw err;
       }
     }
-    return mountContaining(this.#mounts, p) ? searchMountRefs(this.#mounts, p) : [];
+    return this.#table.mountRefs(p);
   }
 }
