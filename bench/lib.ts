@@ -39,6 +39,14 @@ export function size(name: string, full: number, small: number): number {
   return raw === undefined ? (smoke ? small : full) : positive(name, raw);
 }
 
+/** One of `options` (`--name=…` or env BENCH_<NAME>), the first by default; anything else is an error. */
+export function choice<T extends string>(name: string, options: readonly [T, ...T[]]): T {
+  const raw = argument(name) ?? options[0];
+  const found = options.find((o) => o === raw);
+  if (found === undefined) throw new Error(`--${name} must be one of ${options.join(', ')}, got "${raw}"`);
+  return found;
+}
+
 /** Several sizes: `--name=1,10,50` (or env BENCH_<NAME>), else `full`, or `small` under --smoke. */
 export function sizes(name: string, full: number[], small: number[]): number[] {
   const raw = argument(name);
@@ -254,7 +262,7 @@ export function timeBash(script: string): number {
 }
 
 /** `loadavg` now, printed with every bench so a reader sees how loaded the machine was. */
-export function header(title: string, sizes: Record<string, number>): void {
+export function header(title: string, sizes: Record<string, number | string>): void {
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   const s = Object.entries(sizes)
     .map(([k, v]) => `${k}=${v}`)

@@ -76,14 +76,18 @@ try {
   let removedMs: number;
   let mountCalls: number;
   let unmountCalls: number;
+  // Issue 20's standalone RSS figures: idle, with the pods set up, and after their teardown.
+  const rss = { idle: 0, loaded: 0, after: 0 };
   try {
     await podvol.until200('/readyz', 20);
+    rss.idle = podvol.memory().rss;
     const mounted = waitLines(podvol, 'MountVolume.SetUp succeeded', VOLUMES);
     const mountsBefore = podvol.count('Mounting');
     const t0 = performance.now();
     renameSync(file, join(manifests, 'pods.yaml'));
     setupMs = (await mounted) - t0;
     mountCalls = podvol.count('Mounting') - mountsBefore;
+    rss.loaded = podvol.memory().rss;
     if (mountPointsAtOrBelow(podvolRoot).length !== VOLUMES)
       throw new Error('podvol did not mount everything');
     // The floor is honest only if it builds what podvol built: one pod of each, compared entry by entry.
@@ -108,6 +112,7 @@ try {
       t1;
     unmountCalls = podvol.count('Unmounting') - unmountsBefore;
     if (mountPointsAtOrBelow(podvolRoot).length !== 0) throw new Error('podvol teardown left mounts');
+    rss.after = podvol.memory().rss;
   } finally {
     await podvol.stop();
   }
@@ -139,8 +144,17 @@ try {
   console.log(
     `baseline spread: shell set-up ${shell.setup.map((x) => x.toFixed(0)).join('/')} ms, teardown ${shell.teardown.map((x) => x.toFixed(0)).join('/')} ms (before/after podvol)`,
   );
+  figure('podvol RSS idle (standalone)', rss.idle, 'MiB');
+  figure(`podvol RSS with ${PODS} pods × 3 volumes`, rss.loaded, 'MiB');
+  figure('podvol RSS after their teardown', rss.after, 'MiB', { name: 'idle', value: rss.idle });
   goal('P1 set-up ÷ shell', setupMs / sh.setup, 1.2, 'x');
   goal('P1 teardown ÷ shell (until pod directories are gone)', removedMs / sh.teardown, 1.5, 'x');
+  // Issue 20's: against the floor, the faster of its two forms in this run.
+  const floor = { setup: Math.min(sh.setup, ba.setup), teardown: Math.min(sh.teardown, ba.teardown) };
+  goal('P1 set-up ÷ floor', setupMs / floor.setup, 1.3, 'x');
+  goal('P1 teardown ÷ floor (until pod directories are gone)', removedMs / floor.teardown, 1.5, 'x');
+  goal('RSS idle, standalone', rss.idle, 80, ' MiB');
+  goal(`RSS with ${PODS} pods × 3 volumes`, rss.loaded, 150, ' MiB');
 } finally {
   tmp.cleanup();
 }
