@@ -6,6 +6,7 @@
 // Run: node bench/setup-teardown.bench.ts [--pods=300] [--smoke]   (env BENCH_PODS)
 import { mkdirSync, readdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { mountPointsAtOrBelow } from '../test/helpers/mounts.ts';
 import {
   bareLoop,
@@ -112,6 +113,8 @@ try {
       t1;
     unmountCalls = podvol.count('Unmounting') - unmountsBefore;
     if (mountPointsAtOrBelow(podvolRoot).length !== 0) throw new Error('podvol teardown left mounts');
+    // After the give-back's quiet period (3 s, src/agent/give-back.ts) and a margin: RSS as it stays.
+    await sleep(5_000);
     rss.after = podvol.memory().rss;
   } finally {
     await podvol.stop();
