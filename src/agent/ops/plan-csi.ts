@@ -41,7 +41,9 @@ const capabilityNote = (caps: readonly NodeCapability[]) =>
 const sortedKeys = (o: Record<string, string> | undefined) => Object.keys(o ?? {}).sort();
 
 function capabilityOf(c: VolumeCapability) {
-  return c.block ? { block: {}, access_mode: c.access_mode.mode } : { mount: c.mount, access_mode: c.access_mode.mode };
+  return c.block
+    ? { block: {}, access_mode: c.access_mode.mode }
+    : { mount: c.mount, access_mode: c.access_mode.mode };
 }
 
 /** NodeStage and NodePublish requests without values that may be secret. */

@@ -165,7 +165,7 @@ export async function createPlanContext(
   const fs = createPlanFs({ mounts: () => mounter.table(), umask: o.umask, record });
   const placeholders = new Map<string, string>();
   const api: ClusterBackend =
-    o.api === "standalone" ? {} : placeholderApi(pods, o.csiDrivers ?? [], placeholders, record);
+    o.api === 'standalone' ? {} : placeholderApi(pods, o.csiDrivers ?? [], placeholders, record);
   const allocatable = o.allocatable;
   const host = createVolumeHost({
     rootDir,
@@ -189,5 +189,15 @@ export async function createPlanContext(
     ...(api.getSecret ? { getSecret: api.getSecret } : {}),
   });
   pluginMgr.initPlugins([...probeVolumePlugins(), csi], host);
-  return { rootDir, nodeName: o.nodeName, host, pluginMgr, mounter, fs, sink, placeholders, claims: o.claims };
+  return {
+    rootDir,
+    nodeName: o.nodeName,
+    host,
+    pluginMgr,
+    mounter,
+    fs,
+    sink,
+    placeholders,
+    claims: o.claims,
+  };
 }

@@ -123,7 +123,10 @@ function apiSecret(host: VolumeHost): (namespace: string, name: string) => Promi
   const kc = host.getKubeConfig();
   if (!kc)
     return async () => {
-      throw new VolumeError('StandaloneMode', 'CSI secrets need the API server (podvol runs in standalone mode)');
+      throw new VolumeError(
+        'StandaloneMode',
+        'CSI secrets need the API server (podvol runs in standalone mode)',
+      );
     };
   return async (namespace, name) =>
     kc.makeApiClient((await kubeClient()).CoreV1Api).readNamespacedSecret({ name, namespace });

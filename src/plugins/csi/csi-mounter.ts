@@ -7,6 +7,7 @@
 import { dirname, join } from 'node:path';
 import type { V1CSIDriver, V1Pod } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
+import { SafeDir } from '../../volumehost/safe-fs.ts';
 import {
   type Attributes,
   type Mounter,
@@ -16,7 +17,6 @@ import {
   type Unmounter,
   VolumeError,
 } from '../../volumehost/volume.ts';
-import { SafeDir } from '../../volumehost/safe-fs.ts';
 import { setVolumeOwnership } from '../volume-ownership.ts';
 import type { CSIAttacher } from './csi-attacher.ts';
 import type { CSIContext } from './csi-context.ts';

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import type { V1PersistentVolume, V1PersistentVolumeClaim } from '@kubernetes/client-node';
-import { failingVolumes, type Plan, planManifest } from '../../../src/agent/ops/plan.ts';
+import { failingVolumes, type Plan, type PlanStep, planManifest } from '../../../src/agent/ops/plan.ts';
 import { type DriverStep, recordingDriver } from '../../../src/agent/ops/plan-csi.ts';
 import { formatPlan } from '../../../src/agent/ops/plan-format.ts';
 import type { ClaimLookup } from '../../../src/volumehost/kube/claims.ts';
@@ -37,15 +37,17 @@ const volume = (name: string, claimName: string, volumeHandle: string): V1Persis
 });
 
 /** What the daemon's claim watches would see: two bound claims, one PersistentVolume without a handle. */
+const claimObjects = new Map([
+  ['data', claim('data', 'pv-1')],
+  ['nohandle', claim('nohandle', 'pv-2')],
+]);
+const volumeObjects = new Map([
+  ['pv-1', volume('pv-1', 'data', 'vol-1')],
+  ['pv-2', volume('pv-2', 'nohandle', '')],
+]);
 const claims: ClaimLookup = {
-  claim: (_ns, name) => {
-    const c = { data: claim('data', 'pv-1'), nohandle: claim('nohandle', 'pv-2') }[name];
-    return { synced: true, object: c };
-  },
-  volume: (name) => {
-    const v = { 'pv-1': volume('pv-1', 'data', 'vol-1'), 'pv-2': volume('pv-2', 'nohandle', '') }[name];
-    return { synced: true, object: v };
-  },
+  claim: (_ns, name) => ({ synced: true, object: claimObjects.get(name) }),
+  volume: (name) => ({ synced: true, object: volumeObjects.get(name) }),
 };
 
 const manifest = {
@@ -75,6 +77,10 @@ const manifest = {
     ],
   },
 };
+
+/** vol_data.json is written atomically: a `.tmp` file renamed over it. */
+const writesFile = (s: PlanStep, path: string) =>
+  (s.action === 'write' && s.path === `${path}.tmp`) || (s.action === 'rename' && s.detail === path);
 
 interface Call {
   driver: string;
@@ -152,21 +158,31 @@ test('plan stages and publishes a claim’s CSI PersistentVolume through the rec
   // The plugin's own files around the calls, as the daemon writes them: the staging json before NodeStage.
   const setup = p.steps.filter((s) => s.phase === 'setup' && s.volume === 'data');
   const at = (pred: (s: (typeof setup)[number]) => boolean) => setup.findIndex(pred);
-  const stagingJson = at((s) => s.action === 'write' && s.path === `${staging}/vol_data.json`);
-  const podJson = at((s) => s.action === 'write' && s.path === `${podVolume}/vol_data.json`);
+  const stagingJson = at((s) => writesFile(s, `${staging}/vol_data.json`));
+  const podJson = at((s) => writesFile(s, `${podVolume}/vol_data.json`));
   const stage = at((s) => s.detail.startsWith('disk.csi.example.com NodeStageVolume'));
   const publish = at((s) => s.detail.startsWith('disk.csi.example.com NodePublishVolume'));
-  assert.ok(stagingJson >= 0 && stagingJson < stage && stage < podJson && podJson < publish, JSON.stringify(setup));
-  assert.ok(setup.some((s) => s.action === 'mkdir' && s.path === `${staging}/globalmount` && s.detail === '0750'));
   assert.ok(
-    p.steps.some((s) => s.action === 'driver' && /NodeGetCapabilities \(assumed: STAGE_UNSTAGE_VOLUME/.test(s.detail)),
+    stagingJson >= 0 && stagingJson < stage && stage < podJson && podJson < publish,
+    JSON.stringify(setup),
+  );
+  assert.ok(
+    setup.some((s) => s.action === 'mkdir' && s.path === `${staging}/globalmount` && s.detail === '0750'),
+  );
+  assert.ok(
+    p.steps.some(
+      (s) => s.action === 'driver' && /NodeGetCapabilities \(assumed: STAGE_UNSTAGE_VOLUME/.test(s.detail),
+    ),
   );
   const file = (path: string) => {
-    const e = p.setUp.entries.find((x) => x.path === path);
-    assert.ok(e?.data, `${path} is planned`);
-    return JSON.parse(e.data.toString());
+    const data = p.setUp.entries.find((x) => x.path === path)?.data;
+    assert.ok(data, `${path} is planned`);
+    return JSON.parse(data.toString());
   };
-  assert.deepEqual(file(`${staging}/vol_data.json`), { volumeHandle: 'vol-1', driverName: 'disk.csi.example.com' });
+  assert.deepEqual(file(`${staging}/vol_data.json`), {
+    volumeHandle: 'vol-1',
+    driverName: 'disk.csi.example.com',
+  });
   assert.deepEqual(file(`${podVolume}/vol_data.json`), {
     specVolID: 'pv-1',
     volumeHandle: 'vol-1',
@@ -179,7 +195,11 @@ test('plan stages and publishes a claim’s CSI PersistentVolume through the rec
   assert.deepEqual(
     calls(p, 'teardown', 'data').map((c) => [c.method, c.path, c.request]),
     [
-      ['NodeUnpublishVolume', `${podVolume}/mount`, { volume_id: 'vol-1', target_path: `${podVolume}/mount` }],
+      [
+        'NodeUnpublishVolume',
+        `${podVolume}/mount`,
+        { volume_id: 'vol-1', target_path: `${podVolume}/mount` },
+      ],
       [
         'NodeUnstageVolume',
         `${staging}/globalmount`,
@@ -218,11 +238,11 @@ test('plan publishes an inline CSI volume unstaged; bad CSI volumes fail as in t
       },
     },
   ]);
-  assert.ok(
-    p.steps.some((s) => s.volume === 'scratch' && s.action === 'write' && s.path === `${podVolume}/vol_data.json`),
-  );
+  assert.ok(p.steps.some((s) => s.volume === 'scratch' && writesFile(s, `${podVolume}/vol_data.json`)));
   assert.ok(p.steps.some((s) => s.action === 'fetch' && s.detail.startsWith('secret shop/creds')));
-  assert.ok(p.steps.some((s) => s.action === 'fetch' && s.detail.startsWith('CSIDriver hostpath.csi.k8s.io')));
+  assert.ok(
+    p.steps.some((s) => s.action === 'fetch' && s.detail.startsWith('CSIDriver hostpath.csi.k8s.io')),
+  );
   assert.deepEqual(
     calls(p, 'teardown', 'scratch').map((c) => c.method),
     ['NodeUnpublishVolume'],
@@ -253,7 +273,10 @@ test('the recording driver records requests with secrets and volume_context by k
   assert.equal(steps.length, 1);
   assert.equal(steps[0]?.path, '/t');
   const detail = steps[0]?.detail ?? '';
-  assert.ok(!detail.includes('hunter2') && !detail.includes('tok-123') && !detail.includes('/dev/xvdf'), detail);
+  assert.ok(
+    !detail.includes('hunter2') && !detail.includes('tok-123') && !detail.includes('/dev/xvdf'),
+    detail,
+  );
   assert.match(detail, /"secret_keys":\["password"\]/);
   assert.match(detail, /"volume_context_keys":\["csi\.storage\.k8s\.io\/serviceAccount\.tokens"\]/);
   assert.match(detail, /"readonly":true/);
