@@ -24,7 +24,7 @@ export function stepLine(s: PlanStep): string {
     case 'fetch':
       return `fetch ${s.detail}`;
     case 'driver':
-      return `driver ${s.path}: ${s.detail}`;
+      return `driver ${s.detail}`;
     case 'skip':
     case 'ignore':
       return `${s.action} volume ${s.volume}: ${s.detail}`;

@@ -1,17 +1,21 @@
 // What `podvol plan` runs the plugins against: a VolumeHost like the daemon's
 // whose mounter is the recording one of plan-mounter.ts (its table starts as
 // this host's, read from /proc/self/mountinfo) and whose filesystem is the
-// recording overlay of plan-fs.ts. Every mount, unmount and filesystem change
-// is reported to `record`; nothing reaches the host.
+// recording overlay of plan-fs.ts, and whose CSI plugin is the daemon's with
+// plan-csi.ts's recording driver behind it. Every mount, unmount, filesystem
+// change and driver call is reported to `record`; nothing reaches the host.
 import { resolve } from 'node:path';
-import type { V1ConfigMap, V1Pod, V1Secret } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1CSIDriver, V1Pod, V1Secret } from '@kubernetes/client-node';
 import { readMountInfo } from '../../mount/mountinfo.ts';
 import type * as mount from '../../mount/types.ts';
+import { csiPlugin } from '../../plugins/csi/csi-plugin.ts';
+import { DriversStore } from '../../plugins/csi/drivers.ts';
 import { probeVolumePlugins } from '../../plugins/index.ts';
 import { type ClusterBackend, createVolumeHost } from '../../volumehost/host.ts';
+import type { ClaimLookup } from '../../volumehost/kube/claims.ts';
 import { VolumePluginMgr } from '../../volumehost/plugin-manager.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
-import { type DriverStep, planCSIPlugin } from './plan-csi.ts';
+import { type DriverStep, recordingDriver } from './plan-csi.ts';
 import { createPlanFs, type FsStep, type PlanFs } from './plan-fs.ts';
 import { createPlanMounter, type MountStep } from './plan-mounter.ts';
 
@@ -30,6 +34,8 @@ export interface PlanContext {
   sink: { onStep(step: HostStep): void };
   /** The API objects' contents are unknown: each placeholder file's text says what it stands for. */
   placeholders: Map<string, string>;
+  /** What the desired state resolves claims through (none: a claim waits). */
+  claims?: ClaimLookup;
 }
 
 export interface PlanContextOptions {
@@ -47,11 +53,23 @@ export interface PlanContextOptions {
   umask?: number;
   /** --host-root of the daemon: where hostPaths are (default /). */
   hostRoot?: string;
+  /**
+   * With 'placeholder': CSIDriver objects as the API server would list them.
+   * A driver not among them is assumed to exist and allow the volume's
+   * lifecycle mode (its `fetch` step says so).
+   */
+  csiDrivers?: V1CSIDriver[];
+  /**
+   * The claims and PersistentVolumes the daemon's claim watches would see
+   * (default none: a claim waits, as without an API server).
+   */
+  claims?: ClaimLookup;
 }
 
 /** API objects that exist, with a placeholder for every key a pod names (or one `<key>` file). */
 function placeholderApi(
   pods: () => V1Pod[],
+  known: readonly V1CSIDriver[],
   placeholders: Map<string, string>,
   record: (s: HostStep) => void,
 ): ClusterBackend {
@@ -113,14 +131,15 @@ function placeholderApi(
     csiDrivers: {
       get: (name) => {
         // The daemon's informer lists them all once; the plan names each driver once.
+        const given = known.find((d) => d.metadata?.name === name);
         if (!drivers.has(name)) {
           drivers.add(name);
           record({
             action: 'fetch',
-            detail: `CSIDriver ${name} (needs the API server; assumed to allow the volume's lifecycle mode)`,
+            detail: `CSIDriver ${name} (needs the API server${given ? '' : "; assumed to allow the volume's lifecycle mode"})`,
           });
         }
-        return { metadata: { name }, spec: { volumeLifecycleModes: ['Persistent', 'Ephemeral'] } };
+        return given ?? { metadata: { name }, spec: { volumeLifecycleModes: ['Persistent', 'Ephemeral'] } };
       },
       list: () => [],
       hasSynced: () => true,
@@ -145,7 +164,8 @@ export async function createPlanContext(
   const mounter = createPlanMounter({ mounts: await readMountInfo(), fs: () => fs, record });
   const fs = createPlanFs({ mounts: () => mounter.table(), umask: o.umask, record });
   const placeholders = new Map<string, string>();
-  const api = o.api === 'standalone' ? {} : placeholderApi(pods, placeholders, record);
+  const api: ClusterBackend =
+    o.api === 'standalone' ? {} : placeholderApi(pods, o.csiDrivers ?? [], placeholders, record);
   const allocatable = o.allocatable;
   const host = createVolumeHost({
     rootDir,
@@ -161,6 +181,23 @@ export async function createPlanContext(
         : {}),
     },
   });
-  pluginMgr.initPlugins([...probeVolumePlugins(), planCSIPlugin(record)], host);
-  return { rootDir, nodeName: o.nodeName, host, pluginMgr, mounter, fs, sink, placeholders };
+  // The daemon's CSI plugin; no driver registers in a plan, every driver is the recording one.
+  const csi = csiPlugin({
+    drivers: new DriversStore(),
+    newClient: (driver) => recordingDriver(driver, record, { nodeName: o.nodeName }),
+    // Without it the daemon's own rule: the API server, here none (StandaloneMode).
+    ...(api.getSecret ? { getSecret: api.getSecret } : {}),
+  });
+  pluginMgr.initPlugins([...probeVolumePlugins(), csi], host);
+  return {
+    rootDir,
+    nodeName: o.nodeName,
+    host,
+    pluginMgr,
+    mounter,
+    fs,
+    sink,
+    placeholders,
+    claims: o.claims,
+  };
 }

@@ -4,8 +4,10 @@
 // parsing, defaulting, validation and desired-state population, then each
 // volume through the volume manager's own mount operation (pod directories,
 // record, the plugin's SetUp) and, for the tear-down section, its unmount
-// operation and the orphan clean-up's removal of the pod directory, all
-// against the recording host of plan-host.ts. Nothing reaches the host.
+// operation, the reconciler's UnmountDevice of a staged CSI volume no pod uses
+// any more, and the orphan clean-up's removal of the pod directory, all
+// against the recording host of plan-host.ts (CSI drivers included: the
+// recording driver of plan-csi.ts). Nothing reaches the host.
 import type { V1Pod } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
 import { silentLogger } from '../../logger.ts';
@@ -18,8 +20,14 @@ import type { PodSource, SourceError } from '../pods/types.ts';
 import { ActualStateOfWorld } from '../volumemanager/actual-state.ts';
 import type { VolumeManagerMetrics } from '../volumemanager/context.ts';
 import { DesiredStateOfWorld, type VolumeToMount } from '../volumemanager/desired-state.ts';
-import { mountVolume, type OperationContext, unmountVolume } from '../volumemanager/operation-generator.ts';
+import {
+  mountVolume,
+  type OperationContext,
+  unmountDevice,
+  unmountVolume,
+} from '../volumemanager/operation-generator.ts';
 import { removePodDirUnlessMounted } from '../volumemanager/orphan-cleanup.ts';
+import { devicesToUnmount } from '../volumemanager/reconciler.ts';
 import { createPlanContext, type HostStep, type PlanContext, type PlanContextOptions } from './plan-host.ts';
 
 export type PlanAction =
@@ -42,7 +50,8 @@ export type PlanAction =
  * mode (after the umask); mount: the arguments before the target; write: mode
  * and size, or what a placeholder stands for; symlink: the link's target;
  * rename: the new path; chown: the owner and group set; fetch: what is fetched;
- * skip/ignore: why; driver: the CSI driver and the calls left to it (not planned); umount, rm: empty.
+ * skip/ignore: why; driver: a CSI call, `<driver> <Method> <request>` (secrets by
+ * key name only), its path the request's target or staging path; umount, rm: empty.
  */
 export interface PlanStep {
   phase: 'setup' | 'teardown';
@@ -206,7 +215,7 @@ async function run(
   // startDaemon creates the root directory before anything else.
   await makeRootDir(ctx);
   const dsw = new DesiredStateOfWorld();
-  dsw.replace(pods, ctx.pluginMgr, ctx.host);
+  dsw.replace(pods, ctx.pluginMgr, ctx.host, ctx.claims);
   for (const pod of pods) {
     const uid = pod.metadata?.uid ?? '';
     const desired = dsw.pod(uid)?.volumes ?? new Map<string, VolumeToMount>();
@@ -233,14 +242,24 @@ async function run(
     }
   }
   const setUp = await stateBelow(ctx);
-  for (const pod of pods) {
+  for (const [i, pod] of pods.entries()) {
     const uid = pod.metadata?.uid ?? '';
+    // The pod goes away: the desired state no longer wants its volumes.
+    dsw.replace(pods.slice(i + 1), ctx.pluginMgr, ctx.host, ctx.claims);
     for (const v of ops.asw.forPod(uid)) {
       label = { phase: 'teardown', pod: podLabel(pod), volume: v.volumeName };
       try {
         await unmountVolume(ops, v);
       } catch (err) {
         push('skip', '', `${reasonOf(err, 'UnmountFailed')}: ${errorMessage(err)}`);
+      }
+      // The reconciler's next pass: a device (a staged CSI volume) nothing uses any more is unstaged.
+      for (const device of devicesToUnmount({ asw: ops.asw, dsw, pluginMgr: ctx.pluginMgr })) {
+        try {
+          await unmountDevice(ops, device);
+        } catch (err) {
+          push('skip', '', `${reasonOf(err, 'UnmountFailed')}: ${errorMessage(err)}`);
+        }
       }
     }
     label = { phase: 'teardown', pod: podLabel(pod), volume: '' };

@@ -99,7 +99,9 @@ export function deviceOf(
  * mounted) that no pod volume in the actual state uses and no desired volume
  * wants. The walk over both states is done only while some device is known.
  */
-export function devicesToUnmount(ctx: VolumeManagerContext): DeviceMountedVolume[] {
+export function devicesToUnmount(
+  ctx: Pick<VolumeManagerContext, 'asw' | 'dsw' | 'pluginMgr'>,
+): DeviceMountedVolume[] {
   const devices = ctx.asw.devices();
   if (devices.length === 0) return [];
   const used = new Set<string>();

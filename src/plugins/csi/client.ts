@@ -77,6 +77,23 @@ export interface NodeExpandRequest {
 /** Observes every call (csi_operations_seconds): the full gRPC method name and Go's code name ("OK", "DeadlineExceeded"). */
 export type CallObserver = (method: string, code: string, seconds: number) => void;
 
+/**
+ * What the plugin calls a driver through: CSIClient over the driver's socket,
+ * or `podvol plan`'s recording driver (src/agent/ops/plan-csi.ts).
+ */
+export type CSIDriverClient = Pick<
+  CSIClient,
+  | 'getPluginInfo'
+  | 'nodeGetInfo'
+  | 'nodeGetCapabilities'
+  | 'nodeStageVolume'
+  | 'nodeUnstageVolume'
+  | 'nodePublishVolume'
+  | 'nodeUnpublishVolume'
+  | 'nodeGetVolumeStats'
+  | 'nodeExpandVolume'
+>;
+
 export class CSIClient {
   readonly #proto: CSIProto | CSIProtoSource;
   readonly #endpoint: string;

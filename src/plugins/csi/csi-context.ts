@@ -5,7 +5,7 @@
 // getCredentialsFromSecret), the capability of a volume's requests, and the
 // phases /status shows. Every host access of the CSI code goes through the
 // host's seams from here (its fs ops and mounter), never node:fs.
-import type { V1CSIDriver, V1Pod, V1SecretReference } from '@kubernetes/client-node';
+import type { V1CSIDriver, V1Pod, V1Secret, V1SecretReference } from '@kubernetes/client-node';
 import { type Clock, systemClock } from '../../clock.ts';
 import { errorMessage } from '../../errno.ts';
 import type { FsOps } from '../../volumehost/fs.ts';
@@ -14,7 +14,7 @@ import { hostSELinuxEnabled } from '../../volumehost/selinux-host.ts';
 import type { VolumeHost } from '../../volumehost/types.ts';
 import { type Spec, VolumeError } from '../../volumehost/volume.ts';
 import { addSELinuxMountOption, mountSELinuxLabel } from '../util/selinux.ts';
-import { CSIClient, type NodeCapability, type VolumeCapability } from './client.ts';
+import { CSIClient, type CSIDriverClient, type NodeCapability, type VolumeCapability } from './client.ts';
 import { csiAccessMode, rpcError, type Source } from './csi-util.ts';
 import type { DriversStore } from './drivers.ts';
 import type { CSIProto } from './grpc.ts';
@@ -63,6 +63,17 @@ export interface CSIPluginOptions {
    * ReadWriteOncePod ones. Default false.
    */
   seLinuxMountFeature?: boolean;
+  /**
+   * The client of a driver, instead of one over the socket it registered in
+   * `drivers` (which is then not consulted): `podvol plan`'s recording driver.
+   */
+  newClient?: (driver: string) => CSIDriverClient;
+  /**
+   * Where the stage and publish secrets are read (default: the API server,
+   * through the host's kubeconfig; StandaloneMode without one): `podvol
+   * plan`'s placeholder secrets.
+   */
+  getSecret?: (namespace: string, name: string) => Promise<V1Secret>;
 }
 
 /** The capability NodeStageVolume and NodePublishVolume both send, and what SELinux adds to the json files. */
@@ -87,8 +98,8 @@ export interface CSIContext {
   readonly index: VolumeIndex;
   /** The phase each pod volume's SetUp is in (attaching, staging, publishing), by `<uid>/<inner>`. */
   readonly phases: Map<string, string>;
-  clientFor(driver: string): CSIClient;
-  capabilities(client: CSIClient): Promise<Set<NodeCapability>>;
+  clientFor(driver: string): CSIDriverClient;
+  capabilities(client: CSIDriverClient): Promise<Set<NodeCapability>>;
   csiDriverObject(driver: string): V1CSIDriver | undefined;
   /** kubelet's CanAttach: attach is required unless the driver's CSIDriver object says attachRequired: false. */
   attachRequired(driver: string): boolean;
@@ -105,6 +116,20 @@ export interface CSIContext {
   /** Shutdown: cancels every call in flight and later; the number that were in flight. */
   cancelCalls(): number;
   init(host: VolumeHost): void;
+}
+
+/** kubelet's getCredentialsFromSecret: a Get of the secret from the API server. */
+function apiSecret(host: VolumeHost): (namespace: string, name: string) => Promise<V1Secret> {
+  const kc = host.getKubeConfig();
+  if (!kc)
+    return async () => {
+      throw new VolumeError(
+        'StandaloneMode',
+        'CSI secrets need the API server (podvol runs in standalone mode)',
+      );
+    };
+  return async (namespace, name) =>
+    kc.makeApiClient((await kubeClient()).CoreV1Api).readNamespacedSecret({ name, namespace });
 }
 
 export function createCSIContext(o: CSIPluginOptions): CSIContext {
@@ -135,6 +160,7 @@ export function createCSIContext(o: CSIPluginOptions): CSIContext {
       host = h;
     },
     clientFor(driver) {
+      if (o.newClient) return o.newClient(driver);
       const d = o.drivers.get(driver);
       if (!d) {
         throw new VolumeError(
@@ -166,21 +192,15 @@ export function createCSIContext(o: CSIPluginOptions): CSIContext {
     attachRequired: (driver) => csiDriverObject(driver)?.spec?.attachRequired !== false,
     async secretData(ref) {
       if (!ref?.name) return {};
-      const kc = theHost().getKubeConfig();
-      if (!kc)
-        throw new VolumeError(
-          'StandaloneMode',
-          'CSI secrets need the API server (podvol runs in standalone mode)',
-        );
       const ns = ref.namespace ?? 'default';
+      const read = o.getSecret ?? apiSecret(theHost());
       try {
-        const s = await kc
-          .makeApiClient((await kubeClient()).CoreV1Api)
-          .readNamespacedSecret({ name: ref.name, namespace: ns });
+        const s = await read(ns, ref.name);
         const out: Record<string, string> = {};
         for (const [k, v] of Object.entries(s.data ?? {})) out[k] = Buffer.from(v, 'base64').toString('utf8');
         return out;
       } catch (err) {
+        if (err instanceof VolumeError) throw err;
         throw new VolumeError(
           'SecretNotFound',
           `failed to get secret ${ns}/${ref.name}: ${errorMessage(err)}`,

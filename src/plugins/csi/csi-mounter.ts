@@ -7,6 +7,7 @@
 import { dirname, join } from 'node:path';
 import type { V1CSIDriver, V1Pod } from '@kubernetes/client-node';
 import { errorMessage } from '../../errno.ts';
+import { SafeDir } from '../../volumehost/safe-fs.ts';
 import {
   type Attributes,
   type Mounter,
@@ -164,10 +165,16 @@ export class CSIMounter implements Mounter {
       supportsFSGroup(policy, fsGroup, src.readOnly, src.fsType, accessModes)
     ) {
       try {
-        await setVolumeOwnership(target, fsGroup, {
-          readOnly: src.readOnly,
-          fsGroupChangePolicy: args.fsGroupChangePolicy,
-        });
+        // Opened on the volume host's fs, as every host access here (a plan's is its recording one).
+        const root = await SafeDir.openRoot(target, target, fs);
+        try {
+          await setVolumeOwnership(root, fsGroup, {
+            readOnly: src.readOnly,
+            fsGroupChangePolicy: args.fsGroupChangePolicy,
+          });
+        } finally {
+          await root.close();
+        }
       } catch (err) {
         throw new VolumeError('FSGroupFailed', `applying fsGroup ${args.fsGroup}: ${errorMessage(err)}`);
       }

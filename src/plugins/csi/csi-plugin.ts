@@ -37,12 +37,7 @@ import {
   volDataKey,
 } from './vol-data.ts';
 
-export {
-  type CSIVolumeSummary,
-  checkCSIVolumeWithoutDriver,
-  csiAccessMode,
-  supportsFSGroup,
-} from './csi-util.ts';
+export { csiAccessMode, supportsFSGroup } from './csi-util.ts';
 export type { CSIPluginOptions };
 export { csiPluginName };
 

@@ -132,21 +132,10 @@ export function rpcError(call: string, err: unknown, step?: VolumeErrorStep): Vo
   });
 }
 
-/** What SetUp knows of a CSI volume before it asks the driver anything. */
-export interface CSIVolumeSummary {
-  driver: string;
-  handle: string;
-  /** 'Persistent' (a PersistentVolume) or 'Ephemeral' (inline in the pod). */
-  mode: string;
-  /** Whether NodeStageVolume may come first (a persistent volume; the driver's capability decides). */
-  mayStage: boolean;
-}
-
 /**
  * SetUp's checks before the driver is asked anything: the driver's name, the
  * volume handle, and that the driver's CSIDriver object allows the volume's
- * lifecycle mode (without one, only Persistent, as kubelet). `podvol plan`
- * runs exactly these, then stops: the rest is the driver's.
+ * lifecycle mode (without one, only Persistent, as kubelet).
  */
 export function checkBeforeDriver(
   spec: Spec,
@@ -171,16 +160,6 @@ export function checkBeforeDriver(
     );
   }
   return { src, driverObj };
-}
-
-/** checkBeforeDriver for `podvol plan`: what it can say of a CSI volume without its driver. */
-export function checkCSIVolumeWithoutDriver(
-  spec: Spec,
-  pod: V1Pod,
-  csiDriverObject: (driver: string) => V1CSIDriver | undefined,
-): CSIVolumeSummary {
-  const { src } = checkBeforeDriver(spec, pod, csiDriverObject);
-  return { driver: src.driver, handle: src.handle, mode: src.mode, mayStage: src.mode === 'Persistent' };
 }
 
 /** What NodeStageVolume and NodePublishVolume both carry: the volume, its publish context, staging path and capability. */

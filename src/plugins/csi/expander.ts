@@ -7,7 +7,7 @@ import { errorMessage } from '../../errno.ts';
 import type { Spec } from '../../volumehost/volume.ts';
 import { VolumeError } from '../../volumehost/volume.ts';
 import { volumeByteSize } from '../util/quantity.ts';
-import type { CSIClient, NodeCapability } from './client.ts';
+import type { CSIDriverClient, NodeCapability } from './client.ts';
 import { type CSIContext, kubeClient } from './csi-context.ts';
 import { csiAccessMode, podSourceOf, pvSource, rpcError } from './csi-util.ts';
 import { describeGrpcError, grpcCode, isFinalError, Status } from './grpc-status.ts';
@@ -22,7 +22,7 @@ const resizeConditions: ReadonlySet<string> = new Set([
 
 /** Where the volume is: its client and capabilities, the pod's target and the staging path ('' for none). */
 export interface ExpandAt {
-  client: CSIClient;
+  client: CSIDriverClient;
   caps: Set<NodeCapability>;
   target: string;
   globalmount: string;

@@ -6,14 +6,10 @@ import { release, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { failingVolumes, planManifest } from '../../../src/agent/ops/plan.ts';
-import { planCSIPlugin } from '../../../src/agent/ops/plan-csi.ts';
 import { stepLine } from '../../../src/agent/ops/plan-format.ts';
 import { readMountInfo } from '../../../src/mount/mountinfo.ts';
 import { kernelSupportsTmpfsNoswap } from '../../../src/mount/probe.ts';
 import type { MountInfo } from '../../../src/mount/types.ts';
-import { createVolumeHost } from '../../../src/volumehost/host.ts';
-import { VolumePluginMgr } from '../../../src/volumehost/plugin-manager.ts';
-import { FakeMounter } from '../../helpers/fake-mounter.ts';
 import { mountTest, tempDir } from '../../helpers/mountns.ts';
 import { runCli } from './cli.ts';
 
@@ -517,81 +513,4 @@ test('plan shows nested mount points, and refuses a mountPath of .. as SetUp doe
   assert.match(climb.at(-1) ?? '', /InvalidPath: invalid container mount point \.\./);
   // SetUp refused it before writing anything into the volume (and rolled its first set-up back).
   assert.ok(!climb.some((l) => l.startsWith('write') && l.includes('/volumes/')), climb.join('\n'));
-});
-
-test('plan runs a CSI volume up to its driver and names the driver calls it does not plan', async () => {
-  const manifest = {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name: 'csi', namespace: 'shop' },
-    spec: {
-      containers: [
-        {
-          name: 'app',
-          image: 'busybox',
-          volumeMounts: ['scratch', 'bad'].map((name) => ({ name, mountPath: `/${name}` })),
-        },
-      ],
-      volumes: [
-        { name: 'scratch', csi: { driver: 'hostpath.csi.k8s.io', volumeAttributes: { size: '1Gi' } } },
-        { name: 'bad', csi: { driver: '-bad' } },
-      ],
-    },
-  };
-  const base = await mkdtemp(join(tmpdir(), 'podvol-plan-'));
-  const root = join(base, 'r');
-  const plan = await planManifest(JSON.stringify(manifest), 'csi.json', { rootDir: root, nodeName: 'n' });
-  await rm(base, { recursive: true });
-  const podUID = plan.pods[0]?.uid;
-  assert.ok(podUID, 'the pod is planned');
-  const lines = (phase: string, volume: string) =>
-    plan.steps.filter((s) => s.volume === volume && s.phase === phase).map(stepLine);
-  // The daemon's own steps (pod directories, podvol's record) come first, then the driver's part, named.
-  assert.ok(lines('setup', 'scratch').some((l) => l.startsWith(`mkdir -m 0750 ${root}/pods/${podUID}`)));
-  assert.ok(lines('setup', 'scratch').some((l) => l.includes('kubernetes.io~csi/scratch.json')));
-  assert.match(
-    lines('setup', 'scratch').at(-1) ?? '',
-    /^driver .*scratch\/mount: needs CSI driver hostpath\.csi\.k8s\.io \(inline ephemeral volume csi-[0-9a-f]{64}\): NodePublishVolume is the driver's and not planned$/,
-  );
-  assert.ok(
-    plan.steps.some((s) => s.action === 'fetch' && s.detail.startsWith('CSIDriver hostpath.csi.k8s.io')),
-  );
-  assert.match(lines('teardown', 'scratch')[0] ?? '', /^driver .*scratch\/mount: NodeUnpublishVolume/);
-  // Not an unknown source: only the volume the CSI plugin's own checks refuse would fail.
-  assert.deepEqual(
-    failingVolumes(plan).map((s) => `${s.volume}: ${s.detail}`),
-    ['bad: InvalidDriverName: CSI driver name "-bad" is not a valid driver name'],
-  );
-});
-
-test('plan of a CSI PersistentVolume: the driver may stage first, and a bad handle fails as in SetUp', async () => {
-  const steps: string[] = [];
-  const plugin = planCSIPlugin((s) => steps.push(`${s.path}: ${s.detail}`));
-  const base = await mkdtemp(join(tmpdir(), 'podvol-plan-'));
-  plugin.init(
-    createVolumeHost({
-      rootDir: base,
-      nodeName: 'n',
-      mounter: new FakeMounter(),
-      pluginMgr: new VolumePluginMgr(),
-    }),
-  );
-  const pod = { metadata: { name: 'p', namespace: 'shop', uid: 'u1' } };
-  const pv = (volumeHandle: string) => ({
-    volume: { name: 'data', persistentVolumeClaim: { claimName: 'data' } },
-    persistentVolume: {
-      metadata: { name: 'pv-1' },
-      spec: { csi: { driver: 'disk.csi.example.com', volumeHandle }, accessModes: ['ReadWriteOnce'] },
-    },
-    readOnly: false,
-  });
-  const spec = pv('vol-1');
-  assert.ok(plugin.canSupport(spec));
-  const mounter = plugin.newMounter(spec, pod);
-  await mounter.setUp({});
-  await rm(base, { recursive: true });
-  assert.deepEqual(steps, [
-    `${mounter.getPath()}: needs CSI driver disk.csi.example.com (persistent volume vol-1): NodeStageVolume (when the driver stages) and NodePublishVolume are the driver's and not planned`,
-  ]);
-  await assert.rejects(plugin.newMounter(pv(''), pod).setUp({}), { reason: 'InvalidVolumeHandle' });
 });
