@@ -7,6 +7,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setVolumeOwnership } from '../src/plugins/volume-ownership.ts';
+import { nodeFsOps } from '../src/volumehost/fs.ts';
+import { SafeDir } from '../src/volumehost/safe-fs.ts';
 import { median } from './lib.ts';
 
 const FILES = Number(process.argv[2] ?? 100_000);
@@ -26,7 +28,10 @@ try {
 
   const time = async (policy: string | undefined) => {
     const t0 = process.hrtime.bigint();
-    const r = await setVolumeOwnership(root, GID, { readOnly: false, fsGroupChangePolicy: policy });
+    const dir = await SafeDir.openRoot(root, root, nodeFsOps());
+    const r = await setVolumeOwnership(dir, GID, { readOnly: false, fsGroupChangePolicy: policy }).finally(
+      () => dir.close(),
+    );
     return { ms: Number(process.hrtime.bigint() - t0) / 1e6, ...r };
   };
 

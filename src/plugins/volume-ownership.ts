@@ -7,8 +7,8 @@
 // only where a plugin passes it (CSI under its fsGroupPolicy, local volumes);
 // emptyDir and the atomic-writer volumes always pass none and are walked.
 
-import { type FsOps, type FsStats, nodeFsOps } from '../volumehost/fs.ts';
-import { SafeDir } from '../volumehost/safe-fs.ts';
+import type { FsOps, FsStats } from '../volumehost/fs.ts';
+import type { SafeDir } from '../volumehost/safe-fs.ts';
 
 const rwMask = 0o660;
 const roMask = 0o440;
@@ -107,30 +107,24 @@ async function walkDeep(
 }
 
 export async function setVolumeOwnership(
-  dir: string | SafeDir,
+  root: SafeDir,
   fsGroup: number,
   opts: VolumeOwnershipOptions,
 ): Promise<VolumeOwnershipResult> {
-  // A path only from the CSI plugin, which is moving onto the volume host's fs (issue 22): then
-  // every caller passes the volume it opened and this opening on the host's fs goes.
-  const root = typeof dir === 'string' ? await SafeDir.openRoot(dir, dir, nodeFsOps()) : dir;
-  try {
-    if (
-      opts.fsGroupChangePolicy === 'OnRootMismatch' &&
-      !(await requiresPermissionChange(root.procPath, fsGroup, opts.readOnly, root.fs))
-    )
-      return { skipped: true, files: 0 };
-    const mode = newMode(opts.readOnly);
-    let files = 0;
-    await walkDeep(root, async (parent, name) => {
-      files++;
-      await parent.chownChmodChild(name, fsGroup, mode);
-    });
+  // Every caller passes the volume it opened through its operation's fs: the walk never leaves it.
+  if (
+    opts.fsGroupChangePolicy === 'OnRootMismatch' &&
+    !(await requiresPermissionChange(root.procPath, fsGroup, opts.readOnly, root.fs))
+  )
+    return { skipped: true, files: 0 };
+  const mode = newMode(opts.readOnly);
+  let files = 0;
+  await walkDeep(root, async (parent, name) => {
     files++;
-    await root.chown(-1, fsGroup).catch(() => {});
-    await root.chmod(mode(await root.stat())).catch(() => {});
-    return { skipped: false, files };
-  } finally {
-    if (root !== dir) await root.close();
-  }
+    await parent.chownChmodChild(name, fsGroup, mode);
+  });
+  files++;
+  await root.chown(-1, fsGroup).catch(() => {});
+  await root.chmod(mode(await root.stat())).catch(() => {});
+  return { skipped: false, files };
 }
