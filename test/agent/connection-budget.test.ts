@@ -8,7 +8,6 @@ import { once } from 'node:events';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Registry } from 'prom-client';
 import {
   connectionCaps,
   createConnectionBudget,
@@ -16,12 +15,12 @@ import {
   openFileLimit,
   perPeerNotices,
 } from '../../src/agent/connection-budget.ts';
-import { createHttpServer, httpLimits } from '../../src/agent/http.ts';
+import { httpLimits } from '../../src/agent/http.ts';
 import { loadSocketQueues } from '../../src/agent/socket-queues.ts';
 import { errorMessage } from '../../src/errno.ts';
 import { silentLogger } from '../../src/logger.ts';
 import { waitFor } from '../helpers/daemon.ts';
-import { listenLocal } from '../helpers/listen.ts';
+import { healthOnlyServer, listenLocal } from '../helpers/listen.ts';
 
 const unread = loadSocketQueues()?.unread;
 
@@ -228,16 +227,7 @@ test('among idle connections that spoke, one with nothing waiting goes before on
 // cap of newer ones had arrived, and was closed before it said anything.
 test('the HTTP listener accepts a connection only once it speaks: a probe slow to write outlives 200 silent ones after it', async (t) => {
   const limits = { ...httpLimits, max: 8, perPeer: 8 };
-  const server = createHttpServer(
-    {
-      registry: new Registry(),
-      alive: () => true,
-      ready: () => ({ ready: true, reasons: [] }),
-      status: () => ({}),
-    },
-    undefined,
-    limits,
-  );
+  const server = healthOnlyServer(limits);
   let accepted = 0;
   server.on('connection', () => accepted++);
   await new Promise<void>((ok) => server.listen({ port: 0, host: '127.0.0.1', backlog: LISTEN_BACKLOG }, ok));

@@ -3,10 +3,9 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { test } from 'node:test';
-import { Registry } from 'prom-client';
-import { createHttpServer, httpLimits } from '../../src/agent/http.ts';
+import { httpLimits } from '../../src/agent/http.ts';
 import { waitFor } from '../helpers/daemon.ts';
-import { listenLocal } from '../helpers/listen.ts';
+import { healthOnlyServer, listenLocal } from '../helpers/listen.ts';
 
 test('200 idle connections: never more than the cap held, idle ones time out, /healthz answers during and after', async (t) => {
   const limits = {
@@ -17,16 +16,7 @@ test('200 idle connections: never more than the cap held, idle ones time out, /h
     idleMs: 500,
     connectionsCheckingIntervalMs: 100,
   };
-  const server = createHttpServer(
-    {
-      registry: new Registry(),
-      alive: () => true,
-      ready: () => ({ ready: true, reasons: [] }),
-      status: () => ({}),
-    },
-    undefined,
-    limits,
-  );
+  const server = healthOnlyServer(limits);
   const port = await listenLocal(server);
   t.after(() => new Promise<void>((r) => server.close(() => r())));
   const sockets: Socket[] = [];

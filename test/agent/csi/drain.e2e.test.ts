@@ -5,12 +5,11 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { sha256Hex } from '../../../src/plugins/csi/vol-data.ts';
 import { updateDriverConfig } from '../../csi/driver.ts';
 import { mountsBelow } from '../../helpers/mounts.ts';
 import { uidOf } from '../../helpers/pods.ts';
 import { runCli } from '../ops/cli.ts';
-import { claimPod, createClaim, csiCluster, csiTest, DRIVER, mounted } from './harness.ts';
+import { claimPod, createClaim, csiCluster, csiTest, DRIVER, globalmountOf, mounted } from './harness.ts';
 
 csiTest(
   'drain: unpublished, then unstaged by UnmountDevice; a refused unstage is named and finished next time',
@@ -21,15 +20,7 @@ csiTest(
     const p = await c.start();
     await mounted(p, 'web');
     assert.equal(await p.stop(), 0);
-    const globalmount = join(
-      c.root,
-      'plugins',
-      'kubernetes.io',
-      'csi',
-      DRIVER,
-      sha256Hex(handle),
-      'globalmount',
-    );
+    const globalmount = globalmountOf(c, handle);
     assert.ok(
       (await mountsBelow(c.root)).some((m) => m.mountPoint === globalmount),
       'stopping unstaged nothing',

@@ -133,6 +133,10 @@ export function createClaim(
   return { claim, pvName, handle: pv.handle ?? `handle-${name}` };
 }
 
+/** Where podvol stages the volume `handle` of the test driver (kubelet's globalmount). */
+export const globalmountOf = (c: Cluster, handle: string) =>
+  join(c.root, 'plugins', 'kubernetes.io', 'csi', DRIVER, sha256Hex(handle), 'globalmount');
+
 export function claimPod(c: Cluster, name: string, claim: string, extra: Partial<V1PodSpec> = {}): V1Pod {
   return c.store.create('pods', {
     metadata: { name, namespace: 'default' },

@@ -7,12 +7,21 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { sha256Hex } from '../../../src/plugins/csi/vol-data.ts';
 import { updateDriverConfig } from '../../csi/driver.ts';
 import { waitFor } from '../../helpers/daemon.ts';
 import { mountsBelow } from '../../helpers/mounts.ts';
 import { uidOf } from '../../helpers/pods.ts';
-import { attach, claimPod, createClaim, csiCluster, csiTest, DRIVER, deletePod, mounted } from './harness.ts';
+import {
+  attach,
+  claimPod,
+  createClaim,
+  csiCluster,
+  csiTest,
+  DRIVER,
+  deletePod,
+  globalmountOf,
+  mounted,
+} from './harness.ts';
 
 csiTest(
   'a failing NodeUnstageVolume: the pod is torn down, the device stays staged and in volumesInUse, retried until it succeeds',
@@ -25,15 +34,7 @@ csiTest(
     let p = await c.start();
     await mounted(p, 'web');
     const unique = `kubernetes.io/csi/${DRIVER}^${handle}`;
-    const globalmount = join(
-      c.root,
-      'plugins',
-      'kubernetes.io',
-      'csi',
-      DRIVER,
-      sha256Hex(handle),
-      'globalmount',
-    );
+    const globalmount = globalmountOf(c, handle);
     const inUse = () => c.store.mustGet('nodes', undefined, 'testnode').status?.volumesInUse ?? [];
     const calls = (method: string, code?: number) =>
       c.calls().filter((x) => x.method === method && (code === undefined || x.code === code));
