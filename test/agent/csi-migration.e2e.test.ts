@@ -116,6 +116,23 @@ mountTest(
       'kubernetes.io/aws-ebs,kubernetes.io/azure-disk,kubernetes.io/azure-file,kubernetes.io/cinder,kubernetes.io/gce-pd,kubernetes.io/portworx-volume,kubernetes.io/rbd,kubernetes.io/vsphere-volume',
     );
 
+    // A restart adopts both: reconstructed from their vol_data.json as CSI volumes of the driver, they
+    // match the translated in-tree specs, so nothing is unpublished or unstaged and both report mounted.
+    const mountPoints = async () => (await mountsBelow(c.root)).map((m) => m.mountPoint).sort();
+    const mountsBefore = await mountPoints();
+    assert.equal(await c.p.stop(), 0);
+    const before = readCalls(c.stateDir).length;
+    const p2 = await c.start();
+    await mounted(p2, 'legacy', 'data');
+    await mounted(p2, 'legacy', 'scratch');
+    const after = readCalls(c.stateDir).slice(before);
+    assert.deepEqual(
+      after.filter((x) => x.method === 'NodeUnpublishVolume' || x.method === 'NodeUnstageVolume'),
+      [],
+      'a restart tore nothing down',
+    );
+    assert.deepEqual(await mountPoints(), mountsBefore, 'the same mounts after the restart');
+
     // Torn down through the driver as any CSI volume.
     c.api.store.delete('pods', 'default', 'legacy', { gracePeriodSeconds: 0 });
     await waitGone('the pod directory', join(c.root, 'pods', uid));
