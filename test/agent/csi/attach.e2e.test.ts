@@ -14,6 +14,8 @@ import {
   deletePod,
   failedMounts,
   mounted,
+  uniqueNameOf,
+  volumesInUse,
 } from './harness.ts';
 
 csiTest(
@@ -24,9 +26,9 @@ csiTest(
     const { handle } = createClaim(c, 'att');
     claimPod(c, 'web', 'att');
     const p = await c.start();
-    const unique = `kubernetes.io/csi/${DRIVER}^${handle}`;
+    const unique = uniqueNameOf(handle);
     const nodeStatus = () => c.store.mustGet('nodes', undefined, 'testnode');
-    await waitFor('reported in use', () => nodeStatus().status?.volumesInUse?.includes(unique));
+    await waitFor('reported in use', () => volumesInUse(c).includes(unique));
     const pending = await waitFor('attach pending', async () => {
       const v = await volumeOf(p, 'web');
       return v?.reason === 'AttachPending' ? v : undefined;
@@ -91,11 +93,7 @@ csiTest(
 
     // Torn down: the volume leaves volumesInUse only after it is unmounted.
     deletePod(c, 'web');
-    await waitFor(
-      'no longer in use',
-      () => !(nodeStatus().status?.volumesInUse ?? []).includes(unique),
-      30_000,
-    );
+    await waitFor('no longer in use', () => !volumesInUse(c).includes(unique), 30_000);
     assert.ok(c.calls().some((x) => x.method === 'NodeUnstageVolume' && x.code === 0));
   },
 );
@@ -107,7 +105,7 @@ csiTest(
     const { pvName, handle } = createClaim(c, 'slow');
     claimPod(c, 'web', 'slow');
     const p = await c.start(['--wait-for-attach-timeout', '1s']);
-    const unique = `kubernetes.io/csi/${DRIVER}^${handle}`;
+    const unique = uniqueNameOf(handle);
     // Not yet in volumesAttached (kubelet's VerifyControllerAttachedVolume): retried past the
     // timeout and still no Event, as the attach wait has not begun.
     await waitFor('retried before volumesAttached', async () => {
@@ -141,7 +139,7 @@ csiTest(
     claimPod(c, 'web', 'keep');
     const p = await c.start();
     await mounted(p, 'web');
-    const inUse = () => c.store.mustGet('nodes', undefined, 'testnode').status?.volumesInUse ?? [];
+    const inUse = () => volumesInUse(c);
     const unstages = (handle: string) =>
       c.calls().filter((x) => x.method === 'NodeUnstageVolume' && x.request.volume_id === handle);
     // Every look: a volume not yet unstaged must be in volumesInUse. The node is read
@@ -151,7 +149,7 @@ csiTest(
     const check = () => {
       const listed = inUse();
       for (const handle of [keep.handle, unc.handle]) {
-        const unique = `kubernetes.io/csi/${DRIVER}^${handle}`;
+        const unique = uniqueNameOf(handle);
         if (!listed.includes(unique) && !unstages(handle).some((x) => x.code === 0)) early.push(handle);
       }
     };

@@ -133,6 +133,13 @@ export function createClaim(
   return { claim, pvName, handle: pv.handle ?? `handle-${name}` };
 }
 
+/** The test driver's volume `handle` as kubelet names it in volumesInUse and volumesAttached. */
+export const uniqueNameOf = (handle: string) => `kubernetes.io/csi/${DRIVER}^${handle}`;
+
+/** The node's volumesInUse as podvol last reported it. */
+export const volumesInUse = (c: Cluster): string[] =>
+  c.store.mustGet('nodes', undefined, 'testnode').status?.volumesInUse ?? [];
+
 /** Where podvol stages the volume `handle` of the test driver (kubelet's globalmount). */
 export const globalmountOf = (c: Cluster, handle: string) =>
   join(c.root, 'plugins', 'kubernetes.io', 'csi', DRIVER, sha256Hex(handle), 'globalmount');
@@ -219,7 +226,7 @@ export function attach(c: Cluster, handles: string[]): void {
       ...n,
       status: {
         ...n.status,
-        volumesAttached: handles.map((h) => ({ name: `kubernetes.io/csi/${DRIVER}^${h}`, devicePath: '' })),
+        volumesAttached: handles.map((h) => ({ name: uniqueNameOf(h), devicePath: '' })),
       },
     },
     { subresource: 'status' },

@@ -17,10 +17,11 @@ import {
   createClaim,
   csiCluster,
   csiTest,
-  DRIVER,
   deletePod,
   globalmountOf,
   mounted,
+  uniqueNameOf,
+  volumesInUse,
 } from './harness.ts';
 
 csiTest(
@@ -33,9 +34,9 @@ csiTest(
     const uid = uidOf(claimPod(c, 'web', 'dev'));
     let p = await c.start();
     await mounted(p, 'web');
-    const unique = `kubernetes.io/csi/${DRIVER}^${handle}`;
+    const unique = uniqueNameOf(handle);
     const globalmount = globalmountOf(c, handle);
-    const inUse = () => c.store.mustGet('nodes', undefined, 'testnode').status?.volumesInUse ?? [];
+    const inUse = () => volumesInUse(c);
     const calls = (method: string, code?: number) =>
       c.calls().filter((x) => x.method === method && (code === undefined || x.code === code));
     // Every look: the volume is in volumesInUse unless a NodeUnstageVolume succeeded
