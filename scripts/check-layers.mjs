@@ -1,7 +1,7 @@
 // `npm run lint` runs this before Biome: every import in src/ must point
 // inward, down this list of layers (README, "Repository layout"):
 //
-//   shared     src/errno.ts clock.ts logger.ts reasons.ts version.ts own.ts
+//   shared     src/errno.ts clock.ts logger.ts reasons.ts version.ts own.ts addon.ts
 //   mount      src/mount/       mount.Interface and its Linux implementation
 //   volumehost src/volumehost/  the host and the plugin contract (kubelet's pkg/volume)
 //   plugins    src/plugins/     the volume plugins
@@ -24,7 +24,15 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const LAYERS = ['shared', 'mount', 'volumehost', 'plugins', 'agent', 'cli'];
-const SHARED = new Set(['errno.ts', 'clock.ts', 'logger.ts', 'reasons.ts', 'version.ts', 'own.ts']);
+const SHARED = new Set([
+  'errno.ts',
+  'clock.ts',
+  'logger.ts',
+  'reasons.ts',
+  'version.ts',
+  'own.ts',
+  'addon.ts',
+]);
 
 // The layer of a path relative to src/, or undefined for one in no layer.
 function layerOf(path) {

@@ -11,9 +11,9 @@
 // V8 nothing to keep, and the collection pauses the event loop (about 0.1 s
 // per 200 MiB of heap). The policy and its figures: docs/performance.md,
 // "Memory given back".
-import { createRequire } from 'node:module';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { loadAddon } from '../addon.ts';
 import type { Clock, Timer } from '../clock.ts';
 import type { Logger } from '../logger.ts';
 
@@ -75,9 +75,7 @@ export function mallocTrim(addon?: URL): () => boolean {
   return () => {
     if (trim === undefined) {
       try {
-        const file = addon ?? new URL('../../native/malloctrim/build/malloctrim.node', import.meta.url);
-        // Cast: require() types a native module as any; native/malloctrim/malloctrim.c exports exactly this.
-        trim = (createRequire(import.meta.url)(file.pathname) as { trim(): boolean }).trim;
+        trim = loadAddon<{ trim(): boolean }>('malloctrim', addon).trim;
       } catch {
         trim = null;
       }

@@ -10,9 +10,8 @@
 //   after DEFER_ACCEPT_S), so a probe is accepted with its request already
 //   there, and a flood of silent connections waits in the kernel, costing no
 //   descriptor and no turn of the event loop.
-import { createRequire } from 'node:module';
 import type { Server, Socket } from 'node:net';
-import { fieldOf } from '../errno.ts';
+import { fdOf, loadAddon } from '../addon.ts';
 
 /**
  * How long the kernel holds a connection that has sent nothing before it
@@ -31,20 +30,11 @@ export interface SocketQueues {
 
 type Addon = { unread(fd: number): number; deferAccept(fd: number, seconds: number): void };
 
-/** libuv's TCP and pipe handles keep their descriptor in .fd (-1 once closed). */
-const fdOf = (handleOwner: unknown) => {
-  const fd = fieldOf(fieldOf(handleOwner, '_handle'), 'fd');
-  return typeof fd === 'number' && fd >= 0 ? fd : undefined;
-};
-
 /** The addon's calls, or undefined when it is not built (`addon`: tests name a missing one). */
 export function loadSocketQueues(addon?: URL): SocketQueues | undefined {
   let native: Addon;
   try {
-    // Resolved at the call, not at import: in the single executable, import.meta.url extracts the SEA assets.
-    const file = addon ?? new URL('../../native/sockq/build/sockq.node', import.meta.url);
-    // Cast: require() types a native module as any; native/sockq/sockq.c exports exactly this.
-    native = createRequire(import.meta.url)(file.pathname) as Addon;
+    native = loadAddon<Addon>('sockq', addon);
   } catch {
     return undefined;
   }

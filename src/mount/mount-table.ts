@@ -31,7 +31,7 @@
 // Without the addon (not built, or the path is not a /proc file, as in the
 // simulated tests) every list() reads, as before.
 import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
+import { loadAddon } from '../addon.ts';
 import { MountInfoError } from './errors.ts';
 import { consistentRead, PROC_MOUNTINFO, parseMountInfo, type TextReader } from './mountinfo.ts';
 import type { MountInfo } from './types.ts';
@@ -54,11 +54,8 @@ type Addon = { watch(path: string): unknown; changed(handle: unknown): boolean }
 export function nativeWatch(addon?: URL): WatchMounts {
   return (path) => {
     try {
-      // Resolved here, at the first list(), not at import: in the single executable, import.meta.url
-      // extracts the SEA assets.
-      const file = addon ?? new URL('../../native/mountwatch/build/mountwatch.node', import.meta.url);
-      // Cast: require() types a native module as any; native/mountwatch/mountwatch.c exports exactly this.
-      const native = createRequire(import.meta.url)(file.pathname) as Addon;
+      // Loaded at the first list(), not at import (loadAddon says why).
+      const native = loadAddon<Addon>('mountwatch', addon);
       const handle = native.watch(path);
       return { changed: () => native.changed(handle) };
     } catch {

@@ -10,7 +10,7 @@
 // runs on libuv's thread pool, as fs.promises.open does, so a hung filesystem
 // holds a pool thread, never the event loop.
 
-import { createRequire } from 'node:module';
+import { loadAddon } from '../addon.ts';
 
 type Addon = {
   openat2(dirfd: number, path: string, flags: number, mode: number, resolve: number): Promise<number>;
@@ -23,8 +23,6 @@ type Addon = {
 
 /** Opens `rel` below the directory `dirfd` under the walk's rules; resolves to the new fd. */
 export type OpenBeneath = (dirfd: number, rel: string, flags: number, mode?: number) => Promise<number>;
-
-const addonPath = new URL('../../native/openat2/build/openat2.node', import.meta.url);
 
 const unavailable = (why: string) =>
   Object.assign(new Error(`ENOSYS: openat2 unavailable (${why})`), { code: 'ENOSYS' });
@@ -39,8 +37,7 @@ export function openat2Beneath(): OpenBeneath {
   let state: { addon: Addon; resolve: number } | { error: Error } | undefined;
   const load = () => {
     try {
-      // Cast: require() types a native module as any; native/openat2/openat2.c exports exactly this.
-      const addon = createRequire(import.meta.url)(addonPath.pathname) as Addon;
+      const addon = loadAddon<Addon>('openat2');
       if (!addon.supported()) return { error: unavailable('the kernel does not serve it') };
       const resolve =
         addon.RESOLVE_BENEATH |

@@ -4,9 +4,9 @@
 // Filesystem permissions on the socket are not the check: a descriptor can be
 // passed to, or inherited by, a process that could not open the path.
 
-import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
-import { errorMessage, fieldOf } from '../../errno.ts';
+import { fdOf, loadAddon } from '../../addon.ts';
+import { errorMessage } from '../../errno.ts';
 
 export interface PeerCredentials {
   pid: number;
@@ -18,23 +18,19 @@ export interface PeerCredentials {
 
 type Addon = { peerCred(fd: number): PeerCredentials };
 
-const addonPath = new URL('../../../native/peercred/build/peercred.node', import.meta.url);
-
 /** Loads the addon; throws a message that says how to get it. */
 export function loadPeerCred(): (socket: Socket) => PeerCredentials {
   let addon: Addon;
   try {
-    // Cast: require() types a native module as any; native/peercred/peercred.c exports exactly this.
-    addon = createRequire(import.meta.url)(addonPath.pathname) as Addon;
+    addon = loadAddon<Addon>('peercred');
   } catch (err) {
     throw new Error(
       `cannot check the runtime socket's callers: the peercred addon is not built (${errorMessage(err).split('\n')[0]}); install a C compiler and run npm rebuild, or disable the socket with --runtime-socket ''`,
     );
   }
   return (socket) => {
-    // libuv's pipe handle keeps its descriptor in .fd (-1 once closed).
-    const fd = fieldOf(fieldOf(socket, '_handle'), 'fd');
-    if (typeof fd !== 'number' || fd < 0) throw new Error('socket has no file descriptor');
+    const fd = fdOf(socket);
+    if (fd === undefined) throw new Error('socket has no file descriptor');
     return addon.peerCred(fd);
   };
 }
