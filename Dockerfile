@@ -20,8 +20,9 @@ RUN npm ci --ignore-scripts --no-audit --no-fund
 # The runtime socket's peer-credential check (native/peercred), the
 # one-syscall safe path resolution (native/openat2), the mount table's
 # change signal (native/mountwatch), the listeners' socket queues under a
-# connection flood (native/sockq) and malloc_trim for the memory give-back
-# (native/malloctrim) are small Node-API addons;
+# connection flood (native/sockq), malloc_trim for the memory give-back
+# (native/malloctrim) and posix_spawn for mount/umount (native/spawn) are
+# small Node-API addons;
 # scripts are off above, so they are built here, explicitly.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev \
@@ -32,9 +33,11 @@ COPY native/openat2/openat2.c native/openat2/
 COPY native/mountwatch/mountwatch.c native/mountwatch/
 COPY native/sockq/sockq.c native/sockq/
 COPY native/malloctrim/malloctrim.c native/malloctrim/
+COPY native/spawn/spawn.c native/spawn/
 RUN node scripts/build-native.mjs && test -f native/peercred/build/peercred.node \
  && test -f native/openat2/build/openat2.node && test -f native/mountwatch/build/mountwatch.node \
- && test -f native/sockq/build/sockq.node && test -f native/malloctrim/build/malloctrim.node
+ && test -f native/sockq/build/sockq.node && test -f native/malloctrim/build/malloctrim.node \
+ && test -f native/spawn/build/spawn.node
 COPY tsconfig.json ./
 COPY bin/ bin/
 COPY src/ src/

@@ -9,8 +9,8 @@
 // smallest process of the same kind, measured in the same run) and from one
 // whose heap was grown to --heap-mib of live objects (podvol with pods), and,
 // from that large process, through a long-lived spawner: a small Node child
-// that starts the processes on request (one JSON line each way), to see
-// whether one would make spawns cheaper. Per case: per-spawn wall ms p50/p99,
+// that starts the processes on request (one JSON line each way), and through
+// podvol's posix_spawn runner (native/spawn: no fork, what the daemon uses). Per case: per-spawn wall ms p50/p99,
 // the CPU the measuring process spent per spawn, and the event loop's p99 delay
 // while spawning. Cases alternate over --rounds so the machine's drift falls on
 // all of them.
@@ -19,9 +19,14 @@ import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
-import { createExecaRunner, createThreadRunner, type RunRequest } from '../src/mount/exec.ts';
+import {
+  createExecaRunner,
+  createSpawnRunner,
+  createThreadRunner,
+  type RunRequest,
+} from '../src/mount/exec.ts';
 
-type Thread = 'main' | 'worker' | 'spawner';
+type Thread = 'main' | 'worker' | 'spawner' | 'posix_spawn';
 interface Case {
   thread: Thread;
   heapMiB: number;
@@ -96,6 +101,13 @@ async function runCase(c: Case): Promise<CaseResult> {
       const res = await r(q);
       return { exitCode: res.exitCode, error: res.spawnErrorCode };
     };
+  } else if (c.thread === 'posix_spawn') {
+    const r = createSpawnRunner();
+    if (!r) throw new Error('native/spawn is not built');
+    run = async (q) => {
+      const res = await r(q);
+      return { exitCode: res.exitCode, error: res.spawnErrorCode };
+    };
   } else if (c.thread === 'worker') {
     const r = createThreadRunner();
     run = async (q) => {
@@ -158,6 +170,8 @@ const kinds: { thread: Thread; heapMiB: number; label: string }[] = [
   { thread: 'worker', heapMiB: 0, label: 'worker, fresh node' },
   { thread: 'worker', heapMiB: HEAP, label: `worker, heap ${HEAP} MiB` },
   { thread: 'spawner', heapMiB: HEAP, label: `spawner, heap ${HEAP} MiB` },
+  { thread: 'posix_spawn', heapMiB: 0, label: 'posix_spawn (podvol), fresh node' },
+  { thread: 'posix_spawn', heapMiB: HEAP, label: `posix_spawn (podvol), heap ${HEAP} MiB` },
 ];
 
 header('process spawns', { spawns: SPAWNS, heapMiB: HEAP, rounds: ROUNDS });
@@ -197,11 +211,12 @@ for (const cmd of commands) {
   for (const k of kinds) {
     const acc = results.get(`${cmd.label}\0${k.label}`);
     if (!acc) continue;
-    // The floor for each: the same thread kind in a fresh node; for the spawner, the worker at the same heap (podvol today).
+    // The floor for each: the same runner in a fresh node; for the spawner, the worker at the same heap (podvol's fallback).
+    const fresh = { main: 'main thread', worker: 'worker', posix_spawn: 'posix_spawn (podvol)' } as const;
     const base =
       k.thread === 'spawner'
         ? { label: `worker, heap ${HEAP} MiB`, name: 'worker same heap' }
-        : { label: `${k.thread === 'main' ? 'main thread' : 'worker'}, fresh node`, name: 'fresh node' };
+        : { label: `${fresh[k.thread]}, fresh node`, name: 'fresh node' };
     const same = base.label === k.label;
     figure(
       `${cmd.label}, ${k.label}: p50`,

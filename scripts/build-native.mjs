@@ -14,6 +14,8 @@
 //   connections neither costs descriptors nor closes a probe before it spoke.
 // - malloctrim: malloc_trim(3), so the memory give-back after a big teardown
 //   returns the C heap's free pages too.
+// - spawn: posix_spawn(3) for every mount, umount and stat process, so starting
+//   one does not fork (copy the page tables of) the whole daemon.
 //
 // A missing compiler is not an install failure: without peercred podvol
 // refuses to open its runtime socket (it cannot check who connects) and says
@@ -22,7 +24,8 @@
 // /proc/self/mountinfo again; without sockq the HTTP port accepts silent
 // connections at once, and under a flood of them a probe can be closed before
 // its request arrives; without malloctrim the give-back after a big teardown
-// returns V8's heap only. Every other part of podvol works.
+// returns V8's heap only; without spawn every process is started by fork from
+// a worker thread (slower, more so the larger the daemon). Every other part of podvol works.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -37,6 +40,7 @@ const without = {
   mountwatch: 'the mount table is read for every question instead of once per change (slower, as fresh)',
   sockq: 'under a flood of silent connections a probe can be closed before its request arrives',
   malloctrim: 'the memory give-back after a big teardown returns V8 heap only, not the C heap',
+  spawn: 'mount and umount processes are started by fork from a worker thread (slower at the daemon size)',
 };
 
 function includeDirs() {

@@ -7,7 +7,7 @@
 import { resolve } from 'node:path';
 import type { Logger } from '../logger.ts';
 import { StatProbe, type WhileWaiting } from '../mount/deadline-stat.ts';
-import { createThreadRunner } from '../mount/exec.ts';
+import { createRunner } from '../mount/exec.ts';
 import { createLinuxMounter } from '../mount/linux.ts';
 import type * as mount from '../mount/types.ts';
 import { csiPlugin } from '../plugins/csi/csi-plugin.ts';
@@ -56,8 +56,8 @@ export interface VolumeStack {
 
 export function createVolumeStack(o: VolumeStackOptions): VolumeStack {
   const log = o.logger;
-  // One thread starts every mount, umount and stat process (see createThreadRunner), started on first use.
-  const runner = createThreadRunner();
+  // One runner starts every mount, umount and stat process: posix_spawn through native/spawn (see createRunner).
+  const runner = createRunner();
   const mounter = o.mounter ?? createLinuxMounter({ logger: log, systemd: o.systemdScope ?? 'auto', runner });
   const pluginMgr = new VolumePluginMgr();
   const host = createVolumeHost({

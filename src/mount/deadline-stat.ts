@@ -20,7 +20,7 @@
 // While a caller waits on a probe, it need not hold a slot of the operation
 // pool: the probe runs each wait through the `whileWaiting` it was given (the
 // volume manager's OperationExecutor.whileWaiting, which lends the slot out).
-import { type CommandRunner, createExecaRunner, createThreadRunner } from './exec.ts';
+import { type CommandRunner, createExecaRunner, createRunner } from './exec.ts';
 import type { MountInfo } from './types.ts';
 
 /** How long a filesystem may take to answer one stat before it counts as unresponsive. */
@@ -139,7 +139,7 @@ export class StatProbe {
   readonly #whileWaiting: WhileWaiting;
 
   constructor(opts: { runner?: CommandRunner; timeoutMs?: number; whileWaiting?: WhileWaiting } = {}) {
-    this.#runner = opts.runner ?? createThreadRunner();
+    this.#runner = opts.runner ?? createRunner();
     this.#timeoutMs = opts.timeoutMs ?? UNRESPONSIVE_AFTER_MS;
     this.#whileWaiting = opts.whileWaiting ?? justWait;
   }

@@ -1,8 +1,10 @@
 // The only place the mount layer starts processes. Commands are argv arrays
 // (never a shell) and always carry a timeout. The runner is a plain function
 // so tests can wrap it to count or fake what gets started.
+import { constants } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { execa } from 'execa';
+import { loadAddon } from '../addon.ts';
 import { errnoCode } from '../errno.ts';
 
 export interface RunRequest {
@@ -229,6 +231,84 @@ export function createThreadRunner(): ThreadRunner {
       await w?.terminate();
     },
   });
+}
+
+/** native/spawn (spawn.c says what each function does). */
+type SpawnAddon = {
+  available(): boolean;
+  start(
+    file: string,
+    argv: string[],
+    env: string[],
+    done: (exitCode: number | null, signal: number | null, output: Buffer) => void,
+  ): unknown;
+  kill(handle: unknown, signal: number): boolean;
+  unref(handle: unknown): void;
+};
+
+const signalNames = new Map(Object.entries(constants.signals).map(([name, n]) => [n, name]));
+
+/**
+ * createExecaRunner's contract, with every process started by posix_spawn
+ * through native/spawn: no fork, so no copy of the daemon's page tables and
+ * nothing to keep off the event loop (the calling thread waits only until the
+ * child has called execve). Undefined when the addon is not built or the
+ * kernel lacks pidfds (Linux < 5.4); `addon` names another file (tests).
+ */
+export function createSpawnRunner(addon?: URL): CommandRunner | undefined {
+  let native: SpawnAddon;
+  try {
+    native = loadAddon<SpawnAddon>('spawn', addon);
+    if (!native.available()) return undefined;
+  } catch {
+    return undefined;
+  }
+  const env = Object.entries({ ...process.env, LC_ALL: 'C', LANG: 'C' }).flatMap(([k, v]) =>
+    v === undefined ? [] : [`${k}=${v}`],
+  );
+  return async (req) => {
+    let handle: unknown;
+    let timedOut = false;
+    let deadline: NodeJS.Timeout | undefined;
+    let kill: NodeJS.Timeout | undefined;
+    const finished = new Promise<RunResult>((resolve) => {
+      try {
+        handle = native.start(req.file, [req.file, ...req.args], env, (exitCode, signal, output) => {
+          clearTimeout(deadline);
+          clearTimeout(kill);
+          resolve({
+            exitCode: exitCode ?? undefined,
+            signal: signal === null ? undefined : signalNames.get(signal),
+            output: output.toString('utf8').replace(/\r?\n$/, ''),
+            timedOut,
+            spawnErrorCode: undefined,
+          });
+        });
+      } catch (err) {
+        resolve({ ...abandonedResult(), timedOut: false, spawnErrorCode: errnoCode(err) ?? 'ESPAWN' });
+        return;
+      }
+      deadline = setTimeout(() => {
+        timedOut = true;
+        native.kill(handle, constants.signals.SIGTERM);
+        kill = setTimeout(() => native.kill(handle, constants.signals.SIGKILL), KILL_GRACE_MS);
+      }, req.timeoutMs);
+    });
+    try {
+      return await withAbandon(finished, req.timeoutMs);
+    } finally {
+      // An abandoned process (stuck in the kernel) no longer holds the process open; a no-op once it exited.
+      if (handle !== undefined) native.unref(handle);
+    }
+  };
+}
+
+/**
+ * The daemon's runner: posix_spawn through the addon, or, without it, the
+ * spawning thread (forks, but off the event loop).
+ */
+export function createRunner(): CommandRunner {
+  return createSpawnRunner() ?? createThreadRunner();
 }
 
 /** A runner that remembers every request before passing it on; tests use it to prove what ran. */

@@ -11,7 +11,7 @@ import {
   MountOptionError,
   mountPointMissing,
 } from './errors.ts';
-import { type CommandRunner, createThreadRunner, type RunResult } from './exec.ts';
+import { type CommandRunner, createRunner, type RunResult } from './exec.ts';
 import { findMountHolders, formatHolders } from './holders.ts';
 import { MountTable, type WatchMounts } from './mount-table.ts';
 import { isMountPointIn, mountContaining, PROC_MOUNTINFO, searchMountRefs } from './mountinfo.ts';
@@ -76,7 +76,7 @@ export class LinuxMounter implements Interface {
   #systemd: Promise<boolean> | undefined;
 
   constructor(opts: LinuxMounterOptions = {}) {
-    this.#run = opts.runner ?? createThreadRunner();
+    this.#run = opts.runner ?? createRunner();
     this.#log = opts.logger ?? silentLogger();
     this.#timeoutMs = opts.commandTimeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#mountTable = new MountTable({
