@@ -246,7 +246,9 @@ type SpawnAddon = {
   unref(handle: unknown): void;
 };
 
-const signalNames = new Map(Object.entries(constants.signals).map(([name, n]) => [n, name]));
+const signalNames: ReadonlyMap<number, string> = new Map(
+  Object.entries(constants.signals).map(([name, n]) => [n, name]),
+);
 
 /**
  * createExecaRunner's contract, with every process started by posix_spawn
