@@ -10,17 +10,16 @@ import type { FsOps } from '../volumehost/fs.ts';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
 import { relativeBeneath, type SafeFs } from '../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
-import {
-  type Attributes,
-  type Mounter,
-  type MounterArgs,
-  operationFs,
-  type Spec,
-  type Unmounter,
-  type UnmounterArgs,
-  VolumeError,
-  type VolumePlugin,
+import type {
+  Attributes,
+  Mounter,
+  MounterArgs,
+  Spec,
+  Unmounter,
+  UnmounterArgs,
+  VolumePlugin,
 } from '../volumehost/volume.ts';
+import { operationFs, VolumeError } from '../volumehost/volume.ts';
 import {
   compareQuantities,
   formatQuantity,

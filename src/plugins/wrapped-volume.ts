@@ -6,23 +6,15 @@ import { errorMessage } from '../errno.ts';
 import { escapeQualifiedName } from '../volumehost/paths.ts';
 import { relativeBeneath, type SafeFs, UnsafePathError } from '../volumehost/safe-fs.ts';
 import type { VolumeHost } from '../volumehost/types.ts';
-import {
-  type Mounter,
-  type MounterArgs,
-  operationFs,
-  type Spec,
-  type Unmounter,
-  type UnmounterArgs,
-  VolumeError,
-  type VolumePlugin,
-} from '../volumehost/volume.ts';
+import type * as volume from '../volumehost/volume.ts';
+import { operationFs, VolumeError } from '../volumehost/volume.ts';
 import { makeNestedMountpoints } from './nested-mountpoints.ts';
 import { AtomicWriteError, type FileProjection, writeAtomically } from './util/atomic-writer.ts';
 import { setVolumeOwnership } from './volume-ownership.ts';
 
 export type WrapperMedium = '' | 'Memory';
 
-export const wrappedSpec = (medium: WrapperMedium): Spec => ({
+export const wrappedSpec = (medium: WrapperMedium): volume.Spec => ({
   volume: { name: 'wrapped', emptyDir: medium === '' ? {} : { medium } },
   readOnly: false,
 });
@@ -41,7 +33,7 @@ export interface WrappedSetUp {
   volumeName: string;
   medium: WrapperMedium;
   dir: string;
-  args: MounterArgs;
+  args: volume.MounterArgs;
   /** Built BEFORE anything is created, so a failure to fetch data leaves an existing volume untouched. */
   payload: Map<string, FileProjection>;
 }
@@ -96,7 +88,7 @@ export async function tearDownWrapped(
   medium: WrapperMedium,
   podUID: string,
   dir: string,
-  args: UnmounterArgs | undefined,
+  args: volume.UnmounterArgs | undefined,
 ): Promise<void> {
   await host.newWrapperUnmounter(volumeName, wrappedSpec(medium), podUID).tearDownAt(dir, args);
 }
@@ -104,16 +96,21 @@ export async function tearDownWrapped(
 export interface WrappedPluginDef {
   name: string;
   medium: WrapperMedium;
-  canSupport(spec: Spec): boolean;
+  canSupport(spec: volume.Spec): boolean;
   /** Builds the files; runs before anything is created or changed on disk. */
-  payload(host: VolumeHost, spec: Spec, pod: V1Pod, args: MounterArgs): Promise<Map<string, FileProjection>>;
-  constructVolumeSpec(volumeName: string): Spec;
+  payload(
+    host: VolumeHost,
+    spec: volume.Spec,
+    pod: V1Pod,
+    args: volume.MounterArgs,
+  ): Promise<Map<string, FileProjection>>;
+  constructVolumeSpec(volumeName: string): volume.Spec;
   /** Extra clean-up after the files are gone (projected drops the pod's cached tokens). */
   afterTearDown?(host: VolumeHost, podUID: string): void;
 }
 
 /** A whole atomic-writer-family plugin from what differs between them. */
-export function wrappedVolumePlugin(def: WrappedPluginDef): VolumePlugin {
+export function wrappedVolumePlugin(def: WrappedPluginDef): volume.VolumePlugin {
   const escaped = escapeQualifiedName(def.name);
   let host: VolumeHost;
   return {
@@ -123,10 +120,10 @@ export function wrappedVolumePlugin(def: WrappedPluginDef): VolumePlugin {
     },
     canSupport: (spec) => def.canSupport(spec),
     requiresRemount: () => true,
-    newMounter(spec, pod): Mounter {
+    newMounter(spec, pod): volume.Mounter {
       const volumeName = spec.volume?.name ?? '';
       const path = host.getPodVolumeDir(pod.metadata?.uid ?? '', escaped, volumeName);
-      const mounter: Mounter = {
+      const mounter: volume.Mounter = {
         getPath: () => path,
         getAttributes: () => ({ readOnly: true, managed: true, selinuxRelabel: true }),
         setUp: (args) => mounter.setUpAt(path, args),
@@ -137,9 +134,9 @@ export function wrappedVolumePlugin(def: WrappedPluginDef): VolumePlugin {
       };
       return mounter;
     },
-    newUnmounter(volumeName, podUID): Unmounter {
+    newUnmounter(volumeName, podUID): volume.Unmounter {
       const path = host.getPodVolumeDir(podUID, escaped, volumeName);
-      const tearDownAt = async (dir: string, args?: UnmounterArgs) => {
+      const tearDownAt = async (dir: string, args?: volume.UnmounterArgs) => {
         await tearDownWrapped(host, volumeName, def.medium, podUID, dir, args);
         def.afterTearDown?.(host, podUID);
       };

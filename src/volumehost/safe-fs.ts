@@ -18,18 +18,8 @@ import { isAbsolute, resolve, sep } from 'node:path';
 import { errnoCode } from '../errno.ts';
 import type * as mount from '../mount/types.ts';
 import type { VolumeReason } from '../reasons.ts';
-import {
-  type FsHandle,
-  type FsOps,
-  type FsStats,
-  O_CREAT,
-  O_DIRECTORY,
-  O_NOFOLLOW,
-  O_PATH,
-  O_RDONLY,
-  O_TRUNC,
-  O_WRONLY,
-} from './fs.ts';
+import type { FsHandle, FsOps, FsStats } from './fs.ts';
+import { O_CREAT, O_DIRECTORY, O_NOFOLLOW, O_PATH, O_RDONLY, O_TRUNC, O_WRONLY } from './fs.ts';
 import { hasBacksteps } from './paths.ts';
 
 // libuv adds O_CLOEXEC to every open(2) itself.

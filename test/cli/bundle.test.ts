@@ -66,7 +66,7 @@ test('the bundle plans a pod exactly as the sources do', () => {
 
 test('the bundle loads the CSI proto from src/ when a CSI call needs it', () => {
   // grpc.ts is a chunk of its own (imported on demand); its loadCSIProto reads
-  // src/plugins/csi/proto/csi.proto through the bundle's module directory.
+  // src/plugins/csi/vendor/csi.proto through the bundle's module directory.
   const code = `
     const { readdirSync } = await import('node:fs');
     const chunks = readdirSync(${JSON.stringify(dir)}).filter((f) => f.endsWith('.mjs'));

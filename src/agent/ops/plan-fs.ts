@@ -11,17 +11,8 @@ import { posix } from 'node:path';
 import { mountContaining } from '../../mount/mountinfo.ts';
 import { HUGETLBFS_MAGIC, TMPFS_MAGIC } from '../../mount/probe.ts';
 import type { MountInfo } from '../../mount/types.ts';
-import {
-  type FsHandle,
-  type FsOps,
-  type FsStats,
-  O_CREAT,
-  O_DIRECTORY,
-  O_NOFOLLOW,
-  O_PATH,
-  O_TRUNC,
-  O_WRONLY,
-} from '../../volumehost/fs.ts';
+import type { FsHandle, FsOps, FsStats } from '../../volumehost/fs.ts';
+import { O_CREAT, O_DIRECTORY, O_NOFOLLOW, O_PATH, O_TRUNC, O_WRONLY } from '../../volumehost/fs.ts';
 
 /** One change to the filesystem, in the words of plan-format.ts. */
 export type FsStep =

@@ -10,7 +10,8 @@ import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { fieldOf } from '../../errno.ts';
 
-const protoDir = join(import.meta.dirname, 'proto');
+// The CSI and plugin-registration .proto files, vendored from their specifications (not our code).
+const protoDir = join(import.meta.dirname, 'vendor');
 
 /** snake_case field names as in the .proto files; int64 as strings; enums by name; oneofs named. */
 const loaderOptions: protoLoader.Options = {
