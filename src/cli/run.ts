@@ -305,7 +305,7 @@ export function runCommand(program: Command): void {
     .addOption(
       new Option(
         '--max-concurrent-operations <n>',
-        'mount and unmount operations running at once (default: 2 per CPU, at least 4; a pod gets more than half only while no other pod waits)',
+        'mount and unmount operations running at once (default: 8 per CPU, at least 16; a pod gets more than half only while no other pod waits)',
       )
         .env('PODVOL_MAX_CONCURRENT_OPERATIONS')
         .argParser(positiveInteger),

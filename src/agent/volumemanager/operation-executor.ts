@@ -53,8 +53,13 @@ interface Slot {
 /** The key group an operation counts against in the pool: its pod (the key up to and with the first '/'). */
 const groupOf = (key: string) => key.slice(0, key.indexOf('/') + 1 || key.length);
 
-/** Default pool size: mount work waits on processes and disks more than on CPUs. */
-export const defaultMaxConcurrentOperations = () => Math.max(4, 2 * availableParallelism());
+/**
+ * Default pool size: mount work waits on processes and disks more than on
+ * CPUs, and a process costs the daemon little to start (posix_spawn, no
+ * fork): 8 per CPU, at least 16. docs/behaviour.md (Bounded work) has the
+ * measurements this was chosen from.
+ */
+export const defaultMaxConcurrentOperations = () => Math.max(16, 8 * availableParallelism());
 
 export class OperationExecutor {
   readonly #ops = new Map<string, OperationState>();
