@@ -146,6 +146,25 @@ export function isVolumeReason(v: unknown): v is VolumeReason {
   return typeof v === 'string' && Object.hasOwn(volumeReasons, v);
 }
 
+/** What went wrong talking to (or without) the API server, as plugins branch on it (ApiError.reason). */
+export const apiReasons = {
+  NotFound: 'the object does not exist',
+  Forbidden: 'the API server refused podvol the object',
+  Unauthorized: 'the API server rejected the credentials',
+  Conflict: 'the object changed under the write (HTTP 409)',
+  Gone: 'the resourceVersion asked for expired (HTTP 410)',
+  Invalid: 'the API server refused the request as invalid (HTTP 422)',
+  TooManyRequests: 'the API server asked podvol to slow down (HTTP 429)',
+  ServerError: 'the API server answered with another HTTP error',
+  Unreachable: 'the API server cannot be reached',
+  NotRegistered:
+    'an object podvol does not watch for this pod (kubelet\'s `object "ns"/"name" not registered`)',
+  NotSynced: "the object's watch has not listed successfully in time",
+  StandaloneMode: 'podvol runs without an API server',
+} as const;
+
+export type ApiReason = keyof typeof apiReasons;
+
 /** Why an input to a pod source was refused, or a source cannot read (/status `errors[].reason`). */
 export const sourceReasons = {
   ParseError: 'a manifest document is not valid YAML or JSON',
@@ -167,11 +186,12 @@ export const sourceReasons = {
     'reading the manifest path failed unexpectedly (a bug in podvol): the pods last read are kept, and /readyz says so until a scan succeeds',
   StaticPodAPIReference:
     'in cluster mode, a static pod may not use secrets, configMaps, service account tokens, claims or trust bundles (as the API server refuses mirror pods that do)',
-  Unauthorized: 'the API server rejected the credentials',
+  // A watch fails for the reasons any API request does (said once, in apiReasons), and two of its own.
+  Unauthorized: apiReasons.Unauthorized,
   Forbidden: 'the API server refused the list or watch',
-  Unreachable: 'the API server cannot be reached',
+  Unreachable: apiReasons.Unreachable,
   Expired: 'the watch resourceVersion expired (podvol relists)',
-  ServerError: 'the API server answered with another HTTP error',
+  ServerError: apiReasons.ServerError,
   WatchError: 'the watch failed without an HTTP status',
 } as const;
 
@@ -201,25 +221,6 @@ export const runtimeReasons = {
 } as const;
 
 export type RuntimeReason = keyof typeof runtimeReasons;
-
-/** What went wrong talking to (or without) the API server, as plugins branch on it (ApiError.reason). */
-export const apiReasons = {
-  NotFound: 'the object does not exist',
-  Forbidden: 'the API server refused podvol the object',
-  Unauthorized: 'the API server rejected the credentials',
-  Conflict: 'the object changed under the write (HTTP 409)',
-  Gone: 'the resourceVersion asked for expired (HTTP 410)',
-  Invalid: 'the API server refused the request as invalid (HTTP 422)',
-  TooManyRequests: 'the API server asked podvol to slow down (HTTP 429)',
-  ServerError: 'the API server answered with another HTTP error',
-  Unreachable: 'the API server cannot be reached',
-  NotRegistered:
-    'an object podvol does not watch for this pod (kubelet\'s `object "ns"/"name" not registered`)',
-  NotSynced: "the object's watch has not listed successfully in time",
-  StandaloneMode: 'podvol runs without an API server',
-} as const;
-
-export type ApiReason = keyof typeof apiReasons;
 
 /**
  * What `podvol drain` reports left over (`leftovers[].reason`): one of these, a
