@@ -54,7 +54,7 @@
 #define MAX_OUTPUT (1 << 20)
 
 typedef struct {
-  atomic_int refs; /* the JS handle and the waiting thread */
+  atomic_int refs; /* the JS handle, and the tsfn (the waiting thread's, released by its finalizer) */
   pid_t pid;
   int pidfd;       /* closed on the JS thread, after the result is delivered */
   int out;         /* the pipe's read end; the thread's */
@@ -144,8 +144,8 @@ static void *wait_child(void *arg) {
   drain(c);
   close(c->out);
   napi_call_threadsafe_function(c->tsfn, NULL, napi_tsfn_blocking);
+  /* c stays valid until the tsfn's finalizer, which runs on the JS thread after deliver. */
   napi_release_threadsafe_function(c->tsfn, napi_tsfn_release);
-  child_unref(c);
   return NULL;
 }
 
@@ -164,6 +164,12 @@ static void deliver(napi_env env, napi_value done, void *context, void *data) {
   else napi_get_null(env, &argv[1]);
   napi_create_buffer_copy(env, c->len, c->len ? c->buf : "", NULL, &argv[2]);
   napi_call_function(env, undefined, done, 3, argv, NULL);
+}
+
+static void finalize_tsfn(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)hint;
+  child_unref(data);
 }
 
 static void finalize_handle(napi_env env, void *data, void *hint) {
@@ -275,7 +281,7 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
   pipefd[0] = -1;
   napi_value name;
   napi_create_string_utf8(env, "podvol-spawn", NAPI_AUTO_LENGTH, &name);
-  napi_create_threadsafe_function(env, argv[3], NULL, name, 0, 1, NULL, NULL, c, deliver, &c->tsfn);
+  napi_create_threadsafe_function(env, argv[3], NULL, name, 0, 1, c, finalize_tsfn, c, deliver, &c->tsfn);
   napi_create_external(env, c, finalize_handle, NULL, &result);
   pthread_attr_t ta;
   pthread_attr_init(&ta);
@@ -291,8 +297,7 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
     close(c->out);
     close(pidfd);
     c->pidfd = -1;
-    napi_release_threadsafe_function(c->tsfn, napi_tsfn_abort);
-    child_unref(c); /* the thread's reference */
+    napi_release_threadsafe_function(c->tsfn, napi_tsfn_abort); /* its finalizer drops the tsfn's reference */
     result = NULL;
     throw_errno(env, terr, "pthread_create");
   }
