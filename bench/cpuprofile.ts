@@ -1,7 +1,7 @@
 // node bench/cpuprofile.ts <file.cpuprofile>...: where a thread of podvol spent
 // its time, from the profiles BENCH_PODVOL_NODE_ARGS="--cpu-prof
-// --cpu-prof-dir=<dir>" leaves (one file per thread: the main thread and the
-// mount worker). Prints the span, busy and idle time, self time by file and by
+// --cpu-prof-dir=<dir>" leaves (one file per thread: the main thread, and the
+// spawning worker where the fallback runner runs). Prints the span, busy and idle time, self time by file and by
 // function, and inclusive time by function (a function counted once per stack
 // however often it recurses), so a change's effect on the CPU per volume can be
 // read before and after.

@@ -3,15 +3,16 @@
 // CLONE_VM on Linux), and fork copies the page tables of the whole process and
 // makes every page copy-on-write, so the cost grows with the RSS. Each case runs
 // in a process of its own (this script with --case=…): sequential spawns of
-// /bin/true and `mount --version` through podvol's own runners
-// (src/mount/exec.ts: execa on the main thread, the spawning worker thread),
+// /bin/true and `mount --version` through podvol's runners of src/mount/exec.ts
+// (execa on the main thread, the spawning worker thread, the fallback),
 // from a fresh minimal Node process (the floor: the same spawn from the
 // smallest process of the same kind, measured in the same run) and from one
 // whose heap was grown to --heap-mib of live objects (podvol with pods), and,
 // from that large process, through a long-lived spawner: a small Node child
 // that starts the processes on request (one JSON line each way), and through
-// podvol's posix_spawn runner (native/spawn: no fork, what the daemon uses). Per case: per-spawn wall ms p50/p99,
-// the CPU the measuring process spent per spawn, and the event loop's p99 delay
+// podvol's posix_spawn runner (native/spawn: no fork, what the daemon uses).
+// Per case: per-spawn wall ms p50/p99, the CPU the measuring process spent per
+// spawn, and the event loop's p99 delay
 // while spawning. Cases alternate over --rounds so the machine's drift falls on
 // all of them.
 // Run: node bench/spawn.bench.ts [--spawns=400] [--heap-mib=200] [--rounds=2] [--smoke]

@@ -223,6 +223,7 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
     return NULL;
   }
   char *file = malloc(flen + 1);
+  if (!file) return throw_errno(env, ENOMEM, "start");
   napi_get_value_string_utf8(env, argv[0], file, flen + 1, &flen);
   char **args = strings(env, argv[1]);
   char **envp = args ? strings(env, argv[2]) : NULL;
@@ -273,6 +274,13 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
   fcntl(pipefd[0], F_SETFL, fcntl(pipefd[0], F_GETFL) | O_NONBLOCK);
 
   child_t *c = calloc(1, sizeof *c);
+  if (!c) {
+    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+    waitid(P_PIDFD, (id_t)pidfd, &(siginfo_t){0}, WEXITED);
+    close(pidfd);
+    throw_errno(env, ENOMEM, "start");
+    goto out;
+  }
   atomic_init(&c->refs, 2);
   atomic_init(&c->reaped, false);
   c->pid = pid;

@@ -252,9 +252,9 @@ const signalNames: ReadonlyMap<number, string> = new Map(
 
 /**
  * createExecaRunner's contract, with every process started by posix_spawn
- * through native/spawn: no fork, so no copy of the daemon's page tables and
- * nothing to keep off the event loop (the calling thread waits only until the
- * child has called execve). Undefined when the addon is not built or the
+ * through native/spawn: no fork, so no copy of the daemon's page tables; the
+ * event loop waits only until the child has called execve (about a
+ * millisecond, not the fork's several at the daemon's size). Undefined when the addon is not built or the
  * kernel lacks pidfds (Linux < 5.4); `addon` names another file (tests).
  */
 export function createSpawnRunner(addon?: URL): CommandRunner | undefined {

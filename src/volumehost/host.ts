@@ -47,7 +47,7 @@ export interface VolumeHostOptions {
   /** The filesystem plugins work on (default: the host's). */
   fs?: FsOps;
   pluginMgr: VolumePluginMgr;
-  /** Default: a probe of its own (its processes start from a worker thread). */
+  /** Default: a probe of its own (its processes start through the mount layer's runner, createRunner). */
   statProbe?: StatProbe;
   cluster?: ClusterBackend;
   logger?: Logger;
