@@ -10,6 +10,8 @@
 // and checks are what the ratio measures. Run two ways:
 // - a shell script, one command per step, and
 // - a bare loop of synchronous syscalls that spawns only mount(8)/umount(8).
+// P2's shared-shape pods (a configMap on disk, a downwardAPI on a tmpfs) have
+// theirs in sharedShapeSteps, run by bench/p2-floor.ts as each pod arrives.
 // sameEndState() checks, in every run, that the floor builds what podvol builds.
 import { spawnSync } from 'node:child_process';
 import {
@@ -36,52 +38,81 @@ export interface FloorStep {
 
 const TS = '..2026_01_01_00_00_00.000000000';
 
+/**
+ * The steps of one pod directory of kubelet's layout under `root`, appended to
+ * `steps`: the pod, volumes and plugins directories, then one call per volume.
+ */
+function podSteps(steps: FloorStep[], root: string, uid: string) {
+  const add = (phase: FloorStep['phase'], action: FloorStep['action'], path: string, detail = '') =>
+    steps.push({ phase, action, path, detail });
+  const pod = join(root, 'pods', uid);
+  for (const dir of [
+    pod,
+    join(pod, 'volumes'),
+    join(pod, 'plugins'),
+    join(pod, 'plugins', 'kubernetes.io~empty-dir'),
+  ])
+    add('setup', 'mkdir', dir, '0750');
+  /** An emptyDir (or a volume wrapping one): a tmpfs of `tmpfsSize` bytes, or the disk when it is undefined. */
+  const emptyDir = (plugin: string, name: string, tmpfsSize?: string) => {
+    const dir = join(pod, 'volumes', plugin, name);
+    add('setup', 'mkdir', dir, '0755');
+    add('setup', 'chmod', dir, '0777');
+    if (tmpfsSize !== undefined) {
+      add('setup', 'mount', dir, `-t tmpfs -o size=${tmpfsSize},noswap tmpfs`);
+      add('teardown', 'umount', dir);
+    }
+    const meta = join(
+      pod,
+      'plugins',
+      'kubernetes.io~empty-dir',
+      plugin === 'kubernetes.io~empty-dir' ? name : `wrapped_${name}`,
+    );
+    add('setup', 'mkdir', meta, '0750');
+    add('setup', 'write', join(meta, 'ready'), '');
+    return dir;
+  };
+  /** The atomic writer's first write of `content` into `dir`. */
+  const files = (dir: string, content: Record<string, string>) => {
+    add('setup', 'mkdir', join(dir, TS), '0755');
+    for (const [f, text] of Object.entries(content)) add('setup', 'write', join(dir, TS, f), text);
+    add('setup', 'symlink', join(dir, '..data_tmp'), TS);
+    add('setup', 'rename', join(dir, '..data_tmp'), join(dir, '..data'));
+    for (const f of Object.keys(content)) add('setup', 'symlink', join(dir, f), `..data/${f}`);
+  };
+  /** After the volumes' teardown steps: the pod directory's removal. */
+  const removePod = () => add('teardown', 'rm', pod);
+  return { emptyDir, files, removePod };
+}
+
 /** The floor's steps for pods bench-0 … bench-(n-1) of threeVolumePod under `root` (one directory per pod UID). */
 export function floorSteps(root: string, uids: string[]): FloorStep[] {
   const steps: FloorStep[] = [];
-  const add = (phase: FloorStep['phase'], action: FloorStep['action'], path: string, detail = '') =>
-    steps.push({ phase, action, path, detail });
   uids.forEach((uid, i) => {
-    const pod = join(root, 'pods', uid);
-    for (const dir of [
-      pod,
-      join(pod, 'volumes'),
-      join(pod, 'plugins'),
-      join(pod, 'plugins', 'kubernetes.io~empty-dir'),
-    ])
-      add('setup', 'mkdir', dir, '0750');
-    const tmpfs = (plugin: string, name: string, size: string) => {
-      const dir = join(pod, 'volumes', plugin, name);
-      add('setup', 'mkdir', dir, '0755');
-      add('setup', 'chmod', dir, '0777');
-      add('setup', 'mount', dir, `-t tmpfs -o size=${size},noswap tmpfs`);
-      const meta = join(
-        pod,
-        'plugins',
-        'kubernetes.io~empty-dir',
-        plugin === 'kubernetes.io~empty-dir' ? name : `wrapped_${name}`,
-      );
-      add('setup', 'mkdir', meta, '0750');
-      add('setup', 'write', join(meta, 'ready'), '');
-      return dir;
-    };
-    const files = (dir: string, content: Record<string, string>) => {
-      add('setup', 'mkdir', join(dir, TS), '0755');
-      for (const [f, text] of Object.entries(content)) add('setup', 'write', join(dir, TS, f), text);
-      add('setup', 'symlink', join(dir, '..data_tmp'), TS);
-      add('setup', 'rename', join(dir, '..data_tmp'), join(dir, '..data'));
-      for (const f of Object.keys(content)) add('setup', 'symlink', join(dir, f), `..data/${f}`);
-    };
+    const { emptyDir, files, removePod } = podSteps(steps, root, uid);
     const name = `bench-${i}-benchnode`;
-    const scratch = tmpfs('kubernetes.io~empty-dir', 'scratch', '16777216');
+    emptyDir('kubernetes.io~empty-dir', 'scratch', '16777216');
     // A volume without a sizeLimit gets the node's memory as its size, as podvol (and kubelet) give it.
-    const podinfo = tmpfs('kubernetes.io~downward-api', 'podinfo', String(totalmem()));
+    const podinfo = emptyDir('kubernetes.io~downward-api', 'podinfo', String(totalmem()));
     files(podinfo, { labels: `app="bench"\npod="bench-${i}"`, name });
-    const proj = tmpfs('kubernetes.io~projected', 'proj', String(totalmem()));
+    const proj = emptyDir('kubernetes.io~projected', 'proj', String(totalmem()));
     files(proj, { namespace: 'default' });
-    for (const dir of [scratch, podinfo, proj]) add('teardown', 'umount', dir);
-    add('teardown', 'rm', pod);
+    removePod();
   });
+  return steps;
+}
+
+/**
+ * The floor's set-up of one pod of P2's shared shape (sharedShapeVolumes) under
+ * `root`: the configMap on the node's disk (kubelet wraps a disk emptyDir) with
+ * `configData` as its files, the downwardAPI on a tmpfs with the bench pods'
+ * one label. No teardown steps: P2 measures set-up.
+ */
+export function sharedShapeSteps(root: string, uid: string, configData: Record<string, string>): FloorStep[] {
+  const steps: FloorStep[] = [];
+  const { emptyDir, files } = podSteps(steps, root, uid);
+  files(emptyDir('kubernetes.io~configmap', 'cfg'), configData);
+  files(emptyDir('kubernetes.io~downward-api', 'podinfo', String(totalmem())), { labels: 'app="bench"' });
   return steps;
 }
 
