@@ -1,7 +1,7 @@
 // The one catalogue of reasons podvol reports: a stable CamelCase word in /status,
 // logs, Events and the `reason` label of podvol_operation_errors_total (never a
-// per-pod label). Every reason here is documented in the README (a test checks),
-// and the types below make a reason that is not here a compile error.
+// per-pod label). Every reason here is documented in docs/reasons.md (a test
+// checks), and the types at the end make a reason that is not here a compile error.
 
 /** Why a volume failed (VolumeError.reason, /status `volumes[].reason`). */
 export const volumeReasons = {
@@ -104,8 +104,6 @@ export const volumeReasons = {
     "podvol's record of a volume (under <root>/podvol/pods) could not be written before SetUp: SetUp goes ahead (logged, not a volume failure), and a crash before the next sync leaves the volume to be rebuilt from its directory alone",
 } as const;
 
-export type VolumeReason = keyof typeof volumeReasons;
-
 /**
  * Reasons that retrying cannot cure: the pod asks for something this node
  * will never do (a spec the API server or podvol refuses, a medium or source
@@ -163,8 +161,6 @@ export const apiReasons = {
   StandaloneMode: 'podvol runs without an API server',
 } as const;
 
-export type ApiReason = keyof typeof apiReasons;
-
 /** Why an input to a pod source was refused, or a source cannot read (/status `errors[].reason`). */
 export const sourceReasons = {
   ParseError: 'a manifest document is not valid YAML or JSON',
@@ -195,8 +191,6 @@ export const sourceReasons = {
   WatchError: 'the watch failed without an HTTP status',
 } as const;
 
-export type SourceReason = keyof typeof sourceReasons;
-
 /**
  * Why the runtime API refused a request (the `reason` of its JSON error body;
  * src/agent/runtime/). SubPathFailed is also a volume reason, with the same meaning.
@@ -220,8 +214,6 @@ export const runtimeReasons = {
   SubPathFailed: "a container's subPath could not be prepared (kubelet's message; details in the log)",
 } as const;
 
-export type RuntimeReason = keyof typeof runtimeReasons;
-
 /**
  * What `podvol drain` reports left over (`leftovers[].reason`): one of these, a
  * volume's own reason, or MountsRemain for a mount below the root directory.
@@ -232,4 +224,9 @@ export const drainReasons = {
   PodDirectoryRemains: "a pod's directory that was not removed before the timeout",
 } as const;
 
+// The reasons as types, one per table: a reason that is not in its table is a compile error.
+export type VolumeReason = keyof typeof volumeReasons;
+export type ApiReason = keyof typeof apiReasons;
+export type SourceReason = keyof typeof sourceReasons;
+export type RuntimeReason = keyof typeof runtimeReasons;
 export type DrainReason = keyof typeof drainReasons;
