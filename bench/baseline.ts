@@ -153,41 +153,46 @@ export function shellScript(steps: FloorStep[], phase: 'setup' | 'teardown'): st
   return out.join('\n');
 }
 
+/** One step that is not a mount or an umount, as one synchronous syscall (rm: a recursive removal). */
+export function fsStep(s: FloorStep): void {
+  switch (s.action) {
+    case 'mkdir':
+      mkdirSync(s.path, { recursive: true, mode: Number.parseInt(s.detail, 8) });
+      break;
+    case 'chmod':
+      chmodSync(s.path, Number.parseInt(s.detail, 8));
+      break;
+    case 'write':
+      writeFileSync(s.path, s.detail, { mode: 0o644 });
+      break;
+    case 'symlink':
+      symlinkSync(s.detail, s.path);
+      break;
+    case 'rename':
+      renameSync(s.path, s.detail);
+      break;
+    case 'rm':
+      rmSync(s.path, { recursive: true, force: true });
+      break;
+    case 'mount':
+    case 'umount':
+      throw new Error(`${s.action} is not a filesystem step`);
+  }
+}
+
+/** mount(8)'s or umount(8)'s arguments for a step. */
+export const mountArgs = (s: FloorStep): string[] =>
+  s.action === 'mount' ? [...s.detail.split(' '), s.path] : [s.path];
+
 /** The steps of one phase as synchronous syscalls; only mount and umount spawn. Returns ms. */
 export function bareLoop(steps: FloorStep[], phase: 'setup' | 'teardown'): number {
   const t0 = performance.now();
   for (const s of steps) {
     if (s.phase !== phase) continue;
-    switch (s.action) {
-      case 'mkdir':
-        mkdirSync(s.path, { recursive: true, mode: Number.parseInt(s.detail, 8) });
-        break;
-      case 'mount': {
-        const r = spawnSync('mount', [...s.detail.split(' '), s.path], { stdio: 'ignore', timeout: 60_000 });
-        if (r.status !== 0) throw new Error(`mount ${s.detail} ${s.path} failed`);
-        break;
-      }
-      case 'chmod':
-        chmodSync(s.path, Number.parseInt(s.detail, 8));
-        break;
-      case 'write':
-        writeFileSync(s.path, s.detail, { mode: 0o644 });
-        break;
-      case 'symlink':
-        symlinkSync(s.detail, s.path);
-        break;
-      case 'rename':
-        renameSync(s.path, s.detail);
-        break;
-      case 'umount': {
-        const r = spawnSync('umount', [s.path], { stdio: 'ignore', timeout: 60_000 });
-        if (r.status !== 0) throw new Error(`umount ${s.path} failed`);
-        break;
-      }
-      case 'rm':
-        rmSync(s.path, { recursive: true, force: true });
-        break;
-    }
+    if (s.action === 'mount' || s.action === 'umount') {
+      const r = spawnSync(s.action, mountArgs(s), { stdio: 'ignore', timeout: 60_000 });
+      if (r.status !== 0) throw new Error(`${s.action} ${mountArgs(s).join(' ')} failed`);
+    } else fsStep(s);
   }
   return performance.now() - t0;
 }
