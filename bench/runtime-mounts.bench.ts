@@ -19,7 +19,7 @@ import { readFileSync } from 'node:fs';
 import { mkdir, readdir, rename, unlink, writeFile } from 'node:fs/promises';
 import { Agent, request } from 'node:http';
 import { connect, createServer as createNetServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { loadPeerCred } from '../src/agent/runtime/peercred.ts';
 import { runtimeSocketOf } from '../test/helpers/daemon.ts';
 import {
@@ -112,12 +112,24 @@ async function place(dir: string, name: string, doc: unknown): Promise<void> {
   await rename(join(dir, `.${name}.tmp`), join(dir, `${name}.json`));
 }
 
-/** Unix sockets bound to `path` (the listener and every accepted connection), from /proc/net/unix. */
-function connections(path: string): number {
-  return readFileSync('/proc/net/unix', 'utf8')
-    .split('\n')
-    .filter((l) => l.endsWith(` ${path}`)).length;
+/**
+ * The inodes of the unix sockets bound in `dir` (a listener and every
+ * connection it accepted) now, from /proc/net/unix. By directory, not by name:
+ * /proc/net/unix shows the name a socket was bound to, and podvol binds its
+ * runtime socket to a temporary name and renames it into place.
+ */
+function connections(dir: string): Set<string> {
+  return new Set(
+    readFileSync('/proc/net/unix', 'utf8')
+      .split('\n')
+      .filter((l) => l.includes(` ${dir}/`))
+      .map((l) => l.trim().split(/\s+/)[6] ?? ''),
+  );
 }
+
+/** Whether a socket is bound in `dir` that was not in `before` (a count could stay level as another closes). */
+const newConnection = (dir: string, before: Set<string>) =>
+  [...connections(dir)].some((inode) => !before.has(inode));
 
 const fmtP = (xs: number[]) =>
   `p50 ${percentile(xs, 50).toFixed(2)} ms, p99 ${percentile(xs, 99).toFixed(2)} ms`;
@@ -224,7 +236,7 @@ async function main() {
     const cli: number[] = [];
     for (let i = 0; i < CLI_ROUNDS; i++) {
       const podUID = `bench-cli-${i}`;
-      const before = connections(socket);
+      const before = connections(dirname(socket));
       const proc = spawn(
         process.execPath,
         [join(repoRoot, 'bin/podvol.js'), 'wait', podUID, '--timeout', '2m', '--runtime-socket', socket],
@@ -238,7 +250,7 @@ async function main() {
         proc.once('exit', (code) => r({ code, at: Date.now() })),
       );
       // The CLI's own start-up takes seconds on a loaded machine: the pod comes once it is connected.
-      for (let j = 0; j < 12_000 && connections(socket) <= before; j++) {
+      for (let j = 0; j < 12_000 && !newConnection(dirname(socket), before); j++) {
         await new Promise((r) => setTimeout(r, 10));
       }
       await place(manifests, `cli-${i}`, podSpec(`cli-${i}`, podUID));
