@@ -240,7 +240,7 @@ type SpawnAddon = {
     file: string,
     argv: string[],
     env: string[],
-    done: (exitCode: number | null, signal: number | null, output: Buffer) => void,
+    done: (exitCode: number | null, signal: number | null, output: Buffer, spawnError?: string) => void,
   ): unknown;
   kill(handle: unknown, signal: number): boolean;
   unref(handle: unknown): void;
@@ -252,9 +252,9 @@ const signalNames: ReadonlyMap<number, string> = new Map(
 
 /**
  * createExecaRunner's contract, with every process started by posix_spawn
- * through native/spawn: no fork, so no copy of the daemon's page tables; the
- * event loop waits only until the child has called execve (about a
- * millisecond, not the fork's several at the daemon's size). Undefined when the addon is not built or the
+ * through native/spawn: no fork, so no copy of the daemon's page tables, and
+ * the event loop does not wait for the start at all (the addon's thread
+ * waits until the child has called execve). Undefined when the addon is not built or the
  * kernel lacks pidfds (Linux < 5.4); `addon` names another file (tests).
  */
 export function createSpawnRunner(addon?: URL): CommandRunner | undefined {
@@ -275,17 +275,26 @@ export function createSpawnRunner(addon?: URL): CommandRunner | undefined {
     let kill: NodeJS.Timeout | undefined;
     const finished = new Promise<RunResult>((resolve) => {
       try {
-        handle = native.start(req.file, [req.file, ...req.args], env, (exitCode, signal, output) => {
-          clearTimeout(deadline);
-          clearTimeout(kill);
-          resolve({
-            exitCode: exitCode ?? undefined,
-            signal: signal === null ? undefined : signalNames.get(signal),
-            output: output.toString('utf8').replace(/\r?\n$/, ''),
-            timedOut,
-            spawnErrorCode: undefined,
-          });
-        });
+        handle = native.start(
+          req.file,
+          [req.file, ...req.args],
+          env,
+          (exitCode, signal, output, spawnError) => {
+            clearTimeout(deadline);
+            clearTimeout(kill);
+            if (spawnError !== undefined) {
+              resolve({ ...abandonedResult(), timedOut: false, spawnErrorCode: spawnError });
+              return;
+            }
+            resolve({
+              exitCode: exitCode ?? undefined,
+              signal: signal === null ? undefined : signalNames.get(signal),
+              output: output.toString('utf8').replace(/\r?\n$/, ''),
+              timedOut,
+              spawnErrorCode: undefined,
+            });
+          },
+        );
       } catch (err) {
         resolve({ ...abandonedResult(), timedOut: false, spawnErrorCode: errnoCode(err) ?? 'ESPAWN' });
         return;

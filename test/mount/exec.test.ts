@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { constants } from 'node:os';
 import { describe, test } from 'node:test';
+import { loadAddon } from '../../src/addon.ts';
 import {
   type CommandRunner,
   createExecaRunner,
@@ -137,6 +139,31 @@ describe('command runners', () => {
     );
     const stdin = await run({ file: 'readlink', args: ['/proc/self/fd/0'], timeoutMs: 10_000 });
     assert.equal(stdin.output, '/dev/null');
+  });
+
+  test('native/spawn: a kill right after start, before the addon thread may have started the child, still ends it', async () => {
+    type Addon = {
+      start(
+        f: string,
+        a: string[],
+        e: string[],
+        done: (code: number | null, sig: number | null) => void,
+      ): unknown;
+      kill(h: unknown, sig: number): boolean;
+    };
+    const addon = loadAddon<Addon>('spawn');
+    const results: Promise<{ code: number | null; sig: number | null }>[] = [];
+    // Several in a row, killed in the same tick as their start: most (if not all) before the thread has spawned.
+    for (let i = 0; i < 20; i++) {
+      results.push(
+        new Promise((resolve) => {
+          const h = addon.start('sleep', ['sleep', '30'], [], (code, sig) => resolve({ code, sig }));
+          assert.equal(addon.kill(h, constants.signals.SIGKILL), true);
+        }),
+      );
+    }
+    for (const r of await Promise.all(results))
+      assert.deepEqual(r, { code: null, sig: constants.signals.SIGKILL });
   });
 
   test('without the addon there is no spawn runner (the daemon then starts processes from the spawning thread)', () => {
