@@ -1,7 +1,7 @@
 // The documentation against the code: every flag of `podvol run --help` is in
 // the flags table of docs/operating.md and every flag there exists; the README
 // stays a front page; links between the docs lead to files and headings that
-// exist.
+// exist; docs/performance.md names the benches npm run bench runs.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -163,5 +163,31 @@ describe('package.json for npm ci under the system Node', () => {
       .map(([path]) => path.replace(/^.*node_modules\//, ''))
       .sort();
     assert.deepEqual(withScripts, Object.keys(pkg.allowScripts ?? {}).sort());
+  });
+});
+
+// docs/performance.md's table of the benches is what `npm run bench` runs:
+// every bench of bench/run.ts is named in it, and every bench file it names exists.
+describe('docs/performance.md and the benches', () => {
+  const section = (() => {
+    const text = read('docs/performance.md');
+    const start = text.indexOf('\n## The benches\n');
+    assert.ok(start >= 0, 'docs/performance.md has a "## The benches" section');
+    return text.slice(start + 1, text.indexOf('\n## ', start + 1));
+  })();
+
+  test('names every bench npm run bench runs', async () => {
+    const { benches } = await import('../bench/run.ts');
+    const missing = benches.map((b) => `bench/${b.file}`).filter((f) => !section.includes(`\`${f}`));
+    assert.deepEqual(missing, []);
+  });
+
+  test('names only bench files that exist', () => {
+    const named = [...section.matchAll(/`(bench\/[\w.-]+\.ts)/g)].map((m) => m[1] ?? '');
+    assert.ok(named.length > 0, 'the section names bench files');
+    assert.deepEqual(
+      named.filter((f) => !existsSync(join(root, f))),
+      [],
+    );
   });
 });
