@@ -53,7 +53,7 @@ const ALLOWED = new Map([
   ],
   [
     'agent/connection-budget.ts',
-    "the listeners' fd budget (/proc limits) and its timers: network, not volume work (another branch owns it)",
+    "the listeners' fd budget (/proc limits) and its timers: network, not volume work",
   ],
   [
     'agent/root-lock.ts',
