@@ -112,6 +112,8 @@ async function run(label: string, pool: number | undefined) {
     'private',
     '--',
     process.execPath,
+    // Node flags for podvol (e.g. --cpu-prof), as every bench takes them.
+    ...(process.env.BENCH_PODVOL_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
     join(repo, 'bin/podvol.js'),
     'run',
     '--root-dir',
