@@ -103,7 +103,7 @@ export function floorSteps(root: string, uids: string[]): FloorStep[] {
 }
 
 /**
- * The floor's set-up of one pod of P2's shared shape (sharedShapeVolumes) under
+ * The floor's set-up of one pod of P2's shared shape (pod-latency.bench.ts --shape=shared) under
  * `root`: the configMap on the node's disk (kubelet wraps a disk emptyDir) with
  * `configData` as its files, the downwardAPI on a tmpfs with the bench pods'
  * one label. No teardown steps: P2 measures set-up.

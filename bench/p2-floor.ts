@@ -8,11 +8,11 @@
 // without it) and waited for without blocking the next pod's watch event. It
 // prints `ready` once the watch is open, then one line per pod set up (`done
 // <namespace>/<name>`), which the bench times on arrival as it times podvol's
-// log lines. None of podvol's own code runs here.
+// log lines. None of podvol's code runs here but its addon loader.
 // Run by bench/pod-latency.bench.ts: node bench/p2-floor.ts <kubeconfig> <root> <node> <configMap name>
 import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
 import * as k8s from '@kubernetes/client-node';
+import { loadAddon } from '../src/addon.ts';
 import { fsStep, mountArgs, sharedShapeSteps } from './baseline.ts';
 
 const [kubeconfig, root, node, configMap] = process.argv.slice(2);
@@ -30,7 +30,7 @@ type Spawn = {
 };
 const addon = (() => {
   try {
-    return createRequire(import.meta.url)('../native/spawn/build/spawn.node') as Spawn;
+    return loadAddon<Spawn>('spawn');
   } catch {
     return undefined;
   }

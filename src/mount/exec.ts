@@ -47,6 +47,13 @@ const abandonedResult = (): RunResult => ({
   spawnErrorCode: undefined,
 });
 
+/** The result a runner gives for a process that could not be started (`code`: the errno's name). */
+const spawnFailedResult = (code: string): RunResult => ({
+  ...abandonedResult(),
+  timedOut: false,
+  spawnErrorCode: code,
+});
+
 /**
  * Resolves with `finished`, or with an abandoned result at the deadline plus
  * the kill grace (and a second) if the process never exits; `exited` tells
@@ -183,7 +190,7 @@ export function createThreadRunner(): ThreadRunner {
   const failAll = (code: string) => {
     for (const [id, resolve] of pending) {
       pending.delete(id);
-      resolve({ ...abandonedResult(), timedOut: false, spawnErrorCode: code });
+      resolve(spawnFailedResult(code));
     }
   };
   const thread = (): Worker => {
@@ -283,7 +290,7 @@ export function createSpawnRunner(addon?: URL): CommandRunner | undefined {
             clearTimeout(deadline);
             clearTimeout(kill);
             if (spawnError !== undefined) {
-              resolve({ ...abandonedResult(), timedOut: false, spawnErrorCode: spawnError });
+              resolve(spawnFailedResult(spawnError));
               return;
             }
             resolve({
@@ -296,7 +303,7 @@ export function createSpawnRunner(addon?: URL): CommandRunner | undefined {
           },
         );
       } catch (err) {
-        resolve({ ...abandonedResult(), timedOut: false, spawnErrorCode: errnoCode(err) ?? 'ESPAWN' });
+        resolve(spawnFailedResult(errnoCode(err) ?? 'ESPAWN'));
         return;
       }
       deadline = setTimeout(() => {
