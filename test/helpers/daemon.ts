@@ -174,19 +174,36 @@ export async function spawnPodvol(o: PodvolOptions): Promise<PodvolProcess> {
   };
 }
 
-/** spawnPodvol, resolved once /healthz answers 200. */
+/**
+ * spawnPodvol, resolved once /healthz answers 200. freePort's port can be
+ * taken by another test's listener before podvol binds it (tests run in
+ * parallel): a podvol that exits saying so is started again on a new port.
+ */
 export async function startPodvol(o: PodvolOptions): Promise<PodvolProcess> {
-  const p = await spawnPodvol(o);
-  await waitFor(
-    'podvol to listen',
-    async () => (await p.get('/healthz')).status === 200 || undefined,
+  for (let attempt = 1; ; attempt++) {
+    const p = await spawnPodvol(o);
+    // Its output is complete once its pipes have closed ('exit' can come first).
+    const closed = new Promise((r) => p.proc.once('close', r));
     // Generous: on a machine shared by several test runs, loading the daemon alone can take 20 s.
-    90_000,
-  ).catch((err) => {
+    const deadline = Date.now() + 90_000;
+    let lastErr: unknown;
+    while (Date.now() < deadline && p.proc.exitCode === null && p.proc.signalCode === null) {
+      try {
+        if ((await p.get('/healthz')).status === 200) return p;
+      } catch (err) {
+        lastErr = err;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const exited = p.proc.exitCode !== null || p.proc.signalCode !== null;
     p.proc.kill('SIGKILL');
-    throw new Error(`${err.message}\n${p.output()}`);
-  });
-  return p;
+    await Promise.race([closed, new Promise((r) => setTimeout(r, 5_000).unref())]);
+    if (exited && attempt < 3 && /address already in use/.test(p.output())) continue;
+    const why = exited
+      ? `podvol exited (${p.proc.exitCode ?? p.proc.signalCode}) before it listened`
+      : `timed out waiting for podvol to listen${lastErr ? `: ${errorMessage(lastErr)}` : ''}`;
+    throw new Error(`${why}\n${p.output()}`);
+  }
 }
 
 /** Volume `volume` of the pod named (or with the uid) `pod` in the daemon's /status. */
